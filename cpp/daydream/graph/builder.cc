@@ -1,0 +1,1144 @@
+#include "daydream/graph/builder.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "daydream/base/strings.h"
+#include "daydream/base/status_macros.h"
+
+namespace daydream {
+namespace {
+
+constexpr int32_t kNone = -1;
+constexpr TimeNs kNeverNs = std::numeric_limits<TimeNs>::min();
+
+bool IsCpuRangeKind(EventKind k) {
+  return k == EventKind::kCpuOp || k == EventKind::kUserAnnotation || k == EventKind::kRuntime ||
+         k == EventKind::kDriver || k == EventKind::kPythonFunction;
+}
+
+// Kinds that become tasks when innermost; annotations never do.
+bool IsTaskEventKind(EventKind k) {
+  return k == EventKind::kCpuOp || k == EventKind::kRuntime || k == EventKind::kDriver;
+}
+
+bool IsGpuActivityKind(EventKind k) {
+  return k == EventKind::kKernel || k == EventKind::kMemcpy || k == EventKind::kMemset;
+}
+
+// Sort rank among events with equal start and duration: enclosing kinds first.
+int NestRank(EventKind k) {
+  switch (k) {
+    case EventKind::kUserAnnotation: return 0;
+    case EventKind::kPythonFunction: return 1;
+    case EventKind::kCpuOp: return 2;
+    case EventKind::kRuntime: return 3;
+    case EventKind::kDriver: return 4;
+    default: return 5;
+  }
+}
+
+std::string_view StripApiPrefix(std::string_view name) {
+  if (StartsWith(name, "cuda")) return name.substr(4);
+  if (StartsWith(name, "hip")) return name.substr(3);
+  if (StartsWith(name, "cu")) return name.substr(2);
+  return std::string_view();
+}
+
+TimeNs Median(std::vector<TimeNs>& v, TimeNs fallback) {
+  if (v.empty()) return fallback;
+  auto mid = v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2);
+  std::nth_element(v.begin(), mid, v.end());
+  return *mid;
+}
+
+// Mean of the samples within `spread` times the median (at least `floor`):
+// keeps the total of a right-skewed latency (what a replay must reproduce)
+// without the waits that only look like latencies.
+TimeNs RobustMean(std::vector<TimeNs>& v, TimeNs fallback, TimeNs spread, TimeNs floor) {
+  if (v.empty()) return fallback;
+  const TimeNs limit = std::max(floor, spread * Median(v, fallback));
+  long double sum = 0;
+  size_t kept = 0;
+  for (TimeNs x : v) {
+    if (x > limit) continue;
+    sum += static_cast<long double>(x);
+    ++kept;
+  }
+  return kept == 0 ? fallback : static_cast<TimeNs>(sum / static_cast<long double>(kept));
+}
+
+// Phase named by one range or op, or kUnspecified when the name says nothing.
+Phase PhaseFromName(std::string_view name) {
+  if (StartsWith(name, "ProfilerStep#")) return Phase::kUnspecified;
+  if (StartsWith(name, "autograd::engine::evaluate_function")) return Phase::kBackward;
+  if (StartsWith(name, "Optimizer.")) return Phase::kOptimizer;
+  if (StartsWith(name, "enumerate(DataLoader)") || Contains(name, "DataLoader")) {
+    return Phase::kData;
+  }
+  if (StartsWith(name, "c10d::") || StartsWith(name, "nccl:") ||
+      StartsWith(name, "record_param_comms") || StartsWith(name, "gloo:") ||
+      Contains(name, "ProcessGroup")) {
+    return Phase::kComm;
+  }
+  // Autograd node names: MulBackward0, CudnnConvolutionBackward, CompiledFunctionBackward.
+  std::string_view stem = name;
+  while (!stem.empty() && stem.back() >= '0' && stem.back() <= '9') stem.remove_suffix(1);
+  if (EndsWith(stem, "Backward")) return Phase::kBackward;
+  const std::string lower = AsciiLower(name.substr(0, 256));
+  if (Contains(lower, "optimizer")) return Phase::kOptimizer;
+  if (Contains(lower, "backward")) return Phase::kBackward;
+  if (Contains(lower, "forward") || StartsWith(name, "nn.Module:")) {
+    return Phase::kForward;
+  }
+  return Phase::kUnspecified;
+}
+
+// Layer name when the event is an nn.Module range, else empty.
+std::string_view ModuleRangeName(std::string_view name) {
+  for (std::string_view prefix : {"nn.Module: ", "daydream.module: "}) {
+    if (StartsWith(name, prefix)) return name.substr(prefix.size());
+  }
+  return std::string_view();
+}
+
+// A task before its id is known.
+struct Pending {
+  TimeNs start = 0;
+  TimeNs end = 0;
+  int32_t event = kNone;
+  int32_t resource = kNone;
+};
+
+// An activity launched at `time` (its launch call's start, or its own start
+// when no launch was recorded).
+struct Launched {
+  TimeNs time = 0;
+  int32_t task = kNone;
+};
+
+class Builder {
+ public:
+  Builder(const Trace& trace, const BuildOptions& options) : trace_(trace), options_(options) {}
+
+  absl::StatusOr<Graph> Run() {
+    graph_.source = trace_.path;
+    graph_.rank = trace_.rank;
+    graph_.world_size = trace_.world_size;
+    graph_.warnings = trace_.warnings;
+    const size_t n = trace_.events.size();
+    parent_.assign(n, kNone);
+    task_of_.assign(n, kNone);
+    CollectCpuTasks();
+    CollectGpuTasks();
+    if (pending_.empty()) {
+      return absl::InvalidArgumentError(StrCat(
+          trace_.path, ": no CPU operators, runtime calls or GPU activities to build a graph from"));
+    }
+    CreateTasks();
+    LinkCpuThreads();
+    LinkLaunches();
+    EstimateTypicalLatencies();
+    FindStreamWaits();
+    InferUnrecordedWaits();
+    LinkGpuStreams();
+    LinkSyncCalls();
+    LinkThreads();
+    AssignIterations();
+    AssignPhasesAndLayers();
+    SetDevice();
+    graph_.BuildAdjacency();
+    if (absl::Status s = graph_.Validate(); !s.ok()) {
+      return absl::InternalError(StrCat(trace_.path, ": built an invalid graph (a daydream bug): ",
+                                              s.message()));
+    }
+    return std::move(graph_);
+  }
+
+ private:
+  const TraceEvent& Ev(int32_t i) const { return trace_.events[static_cast<size_t>(i)]; }
+  Task& T(int32_t id) { return graph_.tasks[static_cast<size_t>(id)]; }
+  TimeNs Start(int32_t id) const { return graph_.tasks[static_cast<size_t>(id)].recorded_start_ns; }
+  TimeNs End(int32_t id) const { return end_[static_cast<size_t>(id)]; }
+
+  StringId GraphString(StringId trace_id) {
+    if (string_map_.empty()) string_map_.assign(trace_.strings.size(), kNone);
+    StringId& mapped = string_map_[static_cast<size_t>(trace_id)];
+    if (mapped == kNone) mapped = graph_.strings.Intern(trace_.strings.Get(trace_id));
+    return mapped;
+  }
+
+  void Warn(std::string_view kind, std::string message) { graph_.warnings.Add(kind, std::move(message)); }
+
+  std::string EventLabel(int32_t e) const {
+    return StrCat(trace_.path, ": event ", e, " (", trace_.Str(Ev(e).name).substr(0, 80), ")");
+  }
+
+  // --- rule 1: CPU tasks ---------------------------------------------------
+  void CollectCpuTasks() {
+    std::vector<std::vector<int32_t>> by_track(trace_.tracks.size());
+    for (size_t i = 0; i < trace_.events.size(); ++i) {
+      const TraceEvent& ev = trace_.events[i];
+      if (ev.instant || !IsCpuRangeKind(ev.kind)) continue;
+      const TraceTrack& track = trace_.tracks[static_cast<size_t>(ev.track)];
+      if (track.gpu || track.pid_text != 0) continue;
+      by_track[static_cast<size_t>(ev.track)].push_back(static_cast<int32_t>(i));
+    }
+    std::vector<uint8_t> has_task_child(trace_.events.size(), 0);
+    for (size_t t = 0; t < by_track.size(); ++t) {
+      std::vector<int32_t>& events = by_track[t];
+      if (events.empty()) continue;
+      std::sort(events.begin(), events.end(), [&](int32_t a, int32_t b) { return NestLess(a, b); });
+      // Nesting with a stack of (event, effective end).
+      std::vector<std::pair<int32_t, TimeNs>> stack;
+      std::vector<Pending> candidates;
+      for (int32_t e : events) {
+        const TraceEvent& ev = Ev(e);
+        while (!stack.empty() && stack.back().second <= ev.ts_ns &&
+               !(stack.back().second == ev.ts_ns && ev.dur_ns == 0 && Ev(stack.back().first).dur_ns == 0 &&
+                 Ev(stack.back().first).ts_ns == ev.ts_ns)) {
+          stack.pop_back();
+        }
+        TimeNs end = ev.end_ns();
+        if (!stack.empty()) {
+          parent_[static_cast<size_t>(e)] = stack.back().first;
+          if (end > stack.back().second) {
+            if (IsTaskEventKind(ev.kind)) {
+              Warn("overlapping_cpu_events",
+                   StrCat(EventLabel(e), " ends after the event enclosing it; clipped"));
+            }
+            end = stack.back().second;
+          }
+          if (IsTaskEventKind(ev.kind)) {
+            for (int32_t p = stack.back().first; p != kNone && !has_task_child[static_cast<size_t>(p)];
+                 p = parent_[static_cast<size_t>(p)]) {
+              has_task_child[static_cast<size_t>(p)] = 1;
+            }
+          }
+        }
+        stack.emplace_back(e, end);
+        if (IsTaskEventKind(ev.kind)) candidates.push_back(Pending{ev.ts_ns, end, e, kNone});
+      }
+      int32_t resource = kNone;
+      TimeNs prev_end = kNeverNs;
+      for (Pending& p : candidates) {
+        if (has_task_child[static_cast<size_t>(p.event)]) continue;
+        if (resource == kNone) resource = CpuResource(static_cast<int32_t>(t));
+        if (p.start < prev_end) {
+          Warn("overlapping_cpu_events",
+               StrCat(EventLabel(p.event), " overlaps the previous operator on its thread; clipped"));
+          p.start = prev_end;
+          p.end = std::max(p.end, p.start);
+        }
+        prev_end = p.end;
+        p.resource = resource;
+        pending_.push_back(p);
+      }
+    }
+    cpu_range_events_.clear();
+    for (auto& events : by_track) {
+      cpu_range_events_.insert(cpu_range_events_.end(), events.begin(), events.end());
+    }
+    std::sort(cpu_range_events_.begin(), cpu_range_events_.end(),
+              [&](int32_t a, int32_t b) { return NestLess(a, b); });
+  }
+
+  bool NestLess(int32_t a, int32_t b) const {
+    const TraceEvent& x = Ev(a);
+    const TraceEvent& y = Ev(b);
+    if (x.ts_ns != y.ts_ns) return x.ts_ns < y.ts_ns;
+    if (x.dur_ns != y.dur_ns) return x.dur_ns > y.dur_ns;
+    const int rx = NestRank(x.kind), ry = NestRank(y.kind);
+    if (rx != ry) return rx < ry;
+    return a < b;
+  }
+
+  int32_t CpuResource(int32_t track_index) {
+    const TraceTrack& track = trace_.tracks[static_cast<size_t>(track_index)];
+    Resource r;
+    r.kind = ResourceKind::kCpuThread;
+    r.process = track.pid;
+    r.thread = track.tid;
+    r.name = track.thread_name != 0 ? GraphString(track.thread_name)
+                                    : graph_.strings.Intern(StrCat("thread ", track.tid));
+    const int32_t id = graph_.AddResource(r);
+    resource_track_.resize(graph_.resources.size(), kNone);
+    resource_track_[static_cast<size_t>(id)] = track_index;
+    return id;
+  }
+
+  // --- rule 2: GPU tasks ---------------------------------------------------
+  void CollectGpuTasks() {
+    absl::flat_hash_map<std::pair<int64_t, int64_t>, int32_t> resources;
+    std::vector<std::vector<Pending>> per_resource;
+    for (size_t i = 0; i < trace_.events.size(); ++i) {
+      const TraceEvent& ev = trace_.events[i];
+      if (ev.instant || !IsGpuActivityKind(ev.kind)) continue;
+      const TraceTrack& track = trace_.tracks[static_cast<size_t>(ev.track)];
+      const int64_t device = ev.device >= 0 ? ev.device : track.pid;
+      const int64_t stream = ev.stream != kUnset ? ev.stream : track.tid;
+      auto [it, inserted] = resources.try_emplace({device, stream}, kNone);
+      if (inserted) {
+        Resource r;
+        r.kind = ResourceKind::kGpuStream;
+        r.process = device;
+        r.thread = stream;
+        r.name = graph_.strings.Intern(StrCat("GPU ", device, " stream ", stream));
+        it->second = graph_.AddResource(r);
+        resource_track_.resize(graph_.resources.size(), kNone);
+        gpu_streams_.push_back(it->second);
+        per_resource.resize(graph_.resources.size());
+      }
+      per_resource.resize(graph_.resources.size());
+      per_resource[static_cast<size_t>(it->second)].push_back(
+          Pending{ev.ts_ns, ev.end_ns(), static_cast<int32_t>(i), it->second});
+    }
+    for (auto& list : per_resource) {
+      std::sort(list.begin(), list.end(), [](const Pending& a, const Pending& b) {
+        return a.start != b.start ? a.start < b.start : a.event < b.event;
+      });
+      TimeNs prev_end = kNeverNs;
+      for (Pending& p : list) {
+        if (p.start < prev_end) {
+          Warn("overlapping_gpu_activities",
+               StrCat(EventLabel(p.event), " starts before the previous activity on its stream ends; "
+                                                 "delayed to keep stream order"));
+          p.start = prev_end;
+          p.end = std::max(p.end, p.start);
+        }
+        prev_end = p.end;
+        pending_.push_back(p);
+      }
+    }
+  }
+
+  // Orders tasks by recorded start (ties by trace order) and creates them.
+  void CreateTasks() {
+    std::sort(pending_.begin(), pending_.end(), [](const Pending& a, const Pending& b) {
+      return a.start != b.start ? a.start < b.start : a.event < b.event;
+    });
+    origin_ = pending_.front().start;
+    graph_.origin_ns = origin_;
+    graph_.tasks.reserve(pending_.size());
+    end_.reserve(pending_.size());
+    resource_tasks_.assign(graph_.resources.size(), {});
+    for (const Pending& p : pending_) {
+      const TraceEvent& ev = Ev(p.event);
+      Task task;
+      task.recorded_start_ns = p.start;
+      task.duration_ns = p.end - p.start;
+      task.trace_event = p.event;
+      task.correlation = ev.correlation;
+      task.name = GraphString(ev.name);
+      task.resource = p.resource;
+      switch (ev.kind) {
+        case EventKind::kCpuOp: task.kind = TaskKind::kCpuOp; break;
+        case EventKind::kRuntime:
+        case EventKind::kDriver:
+          task.kind = ClassifySyncCall(trace_.Str(ev.name)) != SyncCall::kNone ? TaskKind::kSync
+                                                                              : TaskKind::kRuntime;
+          break;
+        case EventKind::kKernel:
+          task.kind = IsCollectiveKernelName(trace_.Str(ev.name)) ? TaskKind::kCollective : TaskKind::kKernel;
+          break;
+        case EventKind::kMemcpy: task.kind = TaskKind::kMemcpy; break;
+        case EventKind::kMemset: task.kind = TaskKind::kMemset; break;
+        default: task.kind = TaskKind::kCpuOp; break;
+      }
+      task.bytes = TaskBytes(ev);
+      const int32_t id = graph_.AddTask(task);
+      end_.push_back(p.end);
+      graph_.recorded_end_ns = std::max(graph_.recorded_end_ns, p.end);
+      task_of_[static_cast<size_t>(p.event)] = id;
+      resource_tasks_[static_cast<size_t>(p.resource)].push_back(id);
+    }
+    pending_.clear();
+    pending_.shrink_to_fit();
+  }
+
+  int64_t TaskBytes(const TraceEvent& ev) const {
+    if (ev.bytes >= 0) return ev.bytes;
+    if (ev.in_msg_nelems >= 0) return ev.in_msg_nelems * DtypeBytes(trace_.Str(ev.dtype));
+    return -1;
+  }
+
+  static int64_t DtypeBytes(std::string_view dtype) {
+    const std::string d = AsciiLower(dtype);
+    if (d == "double" || d == "long" || d == "int64" || d == "float64" || d == "complexfloat") return 8;
+    if (d == "half" || d == "bfloat16" || d == "short" || d == "float16" || d == "int16") return 2;
+    if (d == "byte" || d == "char" || d == "bool" || d == "int8" || d == "uint8" ||
+        StartsWith(d, "float8")) {
+      return 1;
+    }
+    return 4;  // Float, Int and unknown
+  }
+
+  void LinkCpuThreads() {
+    for (size_t r = 0; r < graph_.resources.size(); ++r) {
+      if (graph_.resources[r].kind != ResourceKind::kCpuThread) continue;
+      const std::vector<int32_t>& list = resource_tasks_[r];
+      for (size_t i = 0; i < list.size(); ++i) {
+        if (i == 0) {
+          T(list[i]).gap_ns = Start(list[i]) - origin_;
+        } else {
+          T(list[i]).gap_ns = Start(list[i]) - End(list[i - 1]);
+          graph_.AddEdge(list[i - 1], list[i], EdgeKind::kSequential);
+        }
+      }
+    }
+  }
+
+  // The latency to put on a constraint whose recorded delay was `observed`:
+  // the typical value, or in exact mode the observed delay where the
+  // constraint is the one that held (and never more than observed elsewhere,
+  // so it cannot hold where it did not).
+  TimeNs Latency(TimeNs observed, TimeNs typical, bool binds) const {
+    observed = std::max<TimeNs>(0, observed);
+    if (!options_.exact_latencies) return typical;
+    return binds ? observed : std::min(typical, observed);
+  }
+
+  // --- rule 3: launches ----------------------------------------------------
+  // The task that stands for CPU event `e` when it launches work: itself if it
+  // is a task, else the first task inside it.
+  int32_t TaskForCpuEvent(int32_t e) const {
+    if (task_of_[static_cast<size_t>(e)] != kNone) return task_of_[static_cast<size_t>(e)];
+    const TraceEvent& ev = Ev(e);
+    for (int32_t r = 0; r < static_cast<int32_t>(graph_.resources.size()); ++r) {
+      if (resource_track_[static_cast<size_t>(r)] != ev.track) continue;
+      const std::vector<int32_t>& list = resource_tasks_[static_cast<size_t>(r)];
+      auto it = std::lower_bound(list.begin(), list.end(), ev.ts_ns,
+                                 [&](int32_t id, TimeNs t) { return Start(id) < t; });
+      if (it != list.end() && Start(*it) < ev.end_ns()) return *it;
+    }
+    return kNone;
+  }
+
+  void LinkLaunches() {
+    absl::flat_hash_map<int64_t, int32_t> launcher_event;
+    for (size_t i = 0; i < trace_.events.size(); ++i) {
+      const TraceEvent& ev = trace_.events[i];
+      if ((ev.kind == EventKind::kRuntime || ev.kind == EventKind::kDriver) && ev.correlation != kUnset) {
+        launcher_event.try_emplace(ev.correlation, static_cast<int32_t>(i));
+      }
+    }
+    correlation_event_ = std::move(launcher_event);
+    launcher_.assign(graph_.tasks.size(), kNone);
+    absl::flat_hash_set<int64_t> launched;
+    for (int32_t s : gpu_streams_) {
+      for (int32_t k : resource_tasks_[static_cast<size_t>(s)]) {
+        const Task& task = graph_.tasks[static_cast<size_t>(k)];
+        const int32_t e = static_cast<int32_t>(task.trace_event);
+        auto it = task.correlation != kUnset ? correlation_event_.find(task.correlation)
+                                             : correlation_event_.end();
+        const int32_t l = it == correlation_event_.end() ? kNone : TaskForCpuEvent(it->second);
+        if (l == kNone) {
+          Warn("kernel_without_launch",
+               StrCat(EventLabel(e), ": no runtime call with correlation ", task.correlation,
+                            "; it keeps its recorded idle time on its stream"));
+          continue;
+        }
+        launched.insert(task.correlation);
+        launcher_[static_cast<size_t>(k)] = l;
+        if (task.recorded_start_ns < Start(l)) {
+          Warn("activity_before_launch",
+               StrCat(EventLabel(e), " starts before the call that launched it (clock skew?)"));
+        }
+      }
+    }
+    for (const auto& [corr, e] : correlation_event_) {
+      const std::string_view name = trace_.Str(Ev(e).name);
+      const bool launches = Contains(name, "Launch") ||
+                            ((Contains(name, "Memcpy") || Contains(name, "Memset")) &&
+                             ClassifySyncCall(name) == SyncCall::kNone);
+      if (launches && !launched.contains(corr)) {
+        Warn("launch_without_kernel",
+             StrCat(EventLabel(e), ": launch with correlation ", corr,
+                          " has no GPU activity in the trace"));
+      }
+    }
+    // Activities launched per stream and per CPU thread, by launch time.
+    // Work with no recorded launch was submitted before the trace began.
+    stream_launches_.assign(graph_.resources.size(), {});
+    thread_launches_.assign(graph_.resources.size(), {});
+    for (int32_t s : gpu_streams_) {
+      for (int32_t k : resource_tasks_[static_cast<size_t>(s)]) {
+        const int32_t l = launcher_[static_cast<size_t>(k)];
+        const TimeNs when = l == kNone ? origin_ - 1 : Start(l);
+        stream_launches_[static_cast<size_t>(s)].push_back(Launched{when, k});
+        if (l != kNone) {
+          thread_launches_[static_cast<size_t>(T(l).resource)].push_back(Launched{when, k});
+        }
+      }
+    }
+    auto by_time = [](const Launched& a, const Launched& b) {
+      return a.time != b.time ? a.time < b.time : a.task < b.task;
+    };
+    for (auto& v : stream_launches_) std::sort(v.begin(), v.end(), by_time);
+    for (auto& v : thread_launches_) std::sort(v.begin(), v.end(), by_time);
+  }
+
+  // Last activity in `list` launched strictly before `t`, or kNone.
+  static int32_t LastLaunchedBefore(const std::vector<Launched>& list, TimeNs t) {
+    auto it = std::lower_bound(list.begin(), list.end(), t,
+                               [](const Launched& l, TimeNs v) { return l.time < v; });
+    return it == list.begin() ? kNone : std::prev(it)->task;
+  }
+
+  // First activity in `list` launched at or after `t`, or kNone.
+  static int32_t FirstLaunchedAfter(const std::vector<Launched>& list, TimeNs t) {
+    auto it = std::lower_bound(list.begin(), list.end(), t,
+                               [](const Launched& l, TimeNs v) { return l.time < v; });
+    return it == list.end() ? kNone : it->task;
+  }
+
+  // A copy that started before its call returned was submitted from inside
+  // the call (cudaMemcpy; cudaMemcpyAsync from pageable memory, which stages
+  // and submits chunk by chunk).
+  bool IsBlockingLaunch(int32_t call, int32_t activity) const {
+    if (ClassifySyncCall(graph_.TaskName(call)) == SyncCall::kBlockingCopy) return true;
+    return graph_.tasks[static_cast<size_t>(activity)].kind == TaskKind::kMemcpy && Start(activity) < End(call);
+  }
+
+  // When the launch of `k` lets it start, with typical latencies: an
+  // asynchronous launch submits when the call returns; a blocking call
+  // submits soon after it starts.
+  TimeNs LaunchReady(int32_t k) const {
+    const int32_t l = launcher_[static_cast<size_t>(k)];
+    return blocking_[static_cast<size_t>(k)] ? Start(l) + blocking_latency_
+                                             : End(l) + launch_latency_;
+  }
+
+  // Launch latencies (call end -> activity start, and call start -> activity
+  // start for blocking calls) on an idle stream, and the gap between
+  // back-to-back activities, as this trace shows them.
+  void EstimateTypicalLatencies() {
+    blocking_.assign(graph_.tasks.size(), 0);
+    std::vector<TimeNs> end_samples, start_samples, gap_samples;
+    for (int32_t s : gpu_streams_) {
+      const std::vector<int32_t>& list = resource_tasks_[static_cast<size_t>(s)];
+      for (size_t i = 0; i < list.size(); ++i) {
+        const int32_t k = list[i];
+        const int32_t l = launcher_[static_cast<size_t>(k)];
+        if (l == kNone) continue;
+        blocking_[static_cast<size_t>(k)] = IsBlockingLaunch(l, k) ? 1 : 0;
+        if (i == 0 || End(list[i - 1]) < Start(l)) {
+          if (!blocking_[static_cast<size_t>(k)]) end_samples.push_back(Start(k) - End(l));
+          start_samples.push_back(Start(k) - Start(l));
+        }
+      }
+    }
+    launch_latency_ = std::clamp<TimeNs>(Median(end_samples, options_.default_launch_latency_ns), 0, 100'000);
+    blocking_latency_ = std::clamp<TimeNs>(Median(start_samples, options_.default_launch_latency_ns), 0, 100'000);
+    for (int32_t s : gpu_streams_) {
+      const std::vector<int32_t>& list = resource_tasks_[static_cast<size_t>(s)];
+      for (size_t i = 1; i < list.size(); ++i) {
+        if (launcher_[static_cast<size_t>(list[i])] == kNone) continue;
+        if (End(list[i - 1]) > LaunchReady(list[i])) {
+          gap_samples.push_back(std::max<TimeNs>(0, Start(list[i]) - End(list[i - 1])));
+        }
+      }
+    }
+    kernel_gap_ = std::min<TimeNs>(RobustMean(gap_samples, options_.default_kernel_gap_ns, 10, 5'000), 10'000);
+  }
+
+  // --- rule 5: cross-stream waits -------------------------------------------
+  void AddStreamWait(int32_t src, int32_t dst) {
+    if (src == kNone || dst == kNone || src == dst) return;
+    if (T(src).resource == T(dst).resource) return;
+    // The wait can only have held if the source ended before the waiter began.
+    if (End(src) > Start(dst)) return;
+    stream_waits_.emplace_back(src, dst);
+  }
+
+  void FindStreamWaits() {
+    bool have_sync_records = false;
+    absl::flat_hash_map<std::pair<int64_t, int64_t>, int32_t> stream_resource;
+    for (int32_t s : gpu_streams_) {
+      const Resource& r = graph_.resources[static_cast<size_t>(s)];
+      stream_resource[{r.process, r.thread}] = s;
+    }
+    for (size_t i = 0; i < trace_.events.size(); ++i) {
+      const TraceEvent& ev = trace_.events[i];
+      if (ev.kind != EventKind::kCudaSync) continue;
+      const std::string_view kind = ev.sync_kind != 0 ? trace_.Str(ev.sync_kind) : trace_.Str(ev.name);
+      if (kind != "Stream Wait Event") continue;
+      have_sync_records = true;
+      const TraceTrack& track = trace_.tracks[static_cast<size_t>(ev.track)];
+      const int64_t device = ev.device >= 0 ? ev.device : track.pid;
+      const int64_t stream = ev.stream != kUnset ? ev.stream : track.tid;
+      auto waiting = stream_resource.find({device, stream});
+      auto source = stream_resource.find({device, ev.wait_on_stream});
+      auto record = correlation_event_.find(ev.wait_on_event_record_correlation);
+      auto wait = correlation_event_.find(ev.correlation);
+      if (waiting == stream_resource.end() || source == stream_resource.end() ||
+          record == correlation_event_.end() || wait == correlation_event_.end()) {
+        continue;
+      }
+      AddStreamWait(LastLaunchedBefore(stream_launches_[static_cast<size_t>(source->second)],
+                                       Ev(record->second).ts_ns),
+                    FirstLaunchedAfter(stream_launches_[static_cast<size_t>(waiting->second)],
+                                       Ev(wait->second).ts_ns));
+    }
+    if (have_sync_records) return;
+    // Without cuda_sync records: a cudaStreamWaitEvent waits for the event its
+    // thread recorded last, which holds the work that thread launched before.
+    // Where no record precedes it (some traces omit cudaEventRecord), it
+    // waits for the latest work launched on another stream.
+    for (size_t r = 0; r < graph_.resources.size(); ++r) {
+      if (graph_.resources[r].kind != ResourceKind::kCpuThread) continue;
+      TimeNs last_record = kNeverNs;
+      for (int32_t id : resource_tasks_[r]) {
+        const std::string_view api = StripApiPrefix(graph_.TaskName(id));
+        if (api == "EventRecord" || api == "EventRecordWithFlags") {
+          last_record = Start(id);
+        } else if (api == "StreamWaitEvent") {
+          const int32_t dst = FirstLaunchedAfter(thread_launches_[r], Start(id));
+          if (dst == kNone) continue;
+          if (last_record != kNeverNs) {
+            AddStreamWait(LastLaunchedBefore(thread_launches_[r], last_record), dst);
+          } else {
+            AddStreamWait(LatestLaunchedElsewhere(T(dst).resource, Start(id)), dst);
+          }
+        }
+      }
+    }
+  }
+
+  // The activity launched last before `t` on any GPU stream but `stream`.
+  int32_t LatestLaunchedElsewhere(int32_t stream, TimeNs t) const {
+    int32_t best = kNone;
+    TimeNs best_time = kNeverNs;
+    for (int32_t s : gpu_streams_) {
+      if (s == stream) continue;
+      const std::vector<Launched>& list = stream_launches_[static_cast<size_t>(s)];
+      auto it = std::lower_bound(list.begin(), list.end(), t,
+                                 [](const Launched& l, TimeNs v) { return l.time < v; });
+      if (it != list.begin() && std::prev(it)->time > best_time) {
+        best_time = std::prev(it)->time;
+        best = std::prev(it)->task;
+      }
+    }
+    return best;
+  }
+
+  // An activity that started long after every constraint the trace recorded
+  // for it, at the moment work on another stream of its device ended, waited
+  // for that work (an event wait the trace did not record).
+  void InferUnrecordedWaits() {
+    const TimeNs slack = std::max<TimeNs>(20'000, 10 * (launch_latency_ + kernel_gap_));
+    const TimeNs window = std::max<TimeNs>(5'000, 4 * kernel_gap_);
+    absl::flat_hash_set<std::pair<int32_t, int32_t>> known(stream_waits_.begin(), stream_waits_.end());
+    absl::flat_hash_map<int32_t, TimeNs> latest_dep_end;
+    for (const auto& [src, dst] : stream_waits_) {
+      auto [it, inserted] = latest_dep_end.try_emplace(dst, End(src));
+      if (!inserted) it->second = std::max(it->second, End(src));
+    }
+    std::vector<std::pair<int32_t, int32_t>> found;
+    for (int32_t s : gpu_streams_) {
+      const std::vector<int32_t>& list = resource_tasks_[static_cast<size_t>(s)];
+      for (size_t i = 0; i < list.size(); ++i) {
+        const int32_t k = list[i];
+        if (launcher_[static_cast<size_t>(k)] == kNone) continue;
+        TimeNs explained = LaunchReady(k);
+        if (i > 0) explained = std::max(explained, End(list[i - 1]) + kernel_gap_);
+        if (auto it = latest_dep_end.find(k); it != latest_dep_end.end()) {
+          explained = std::max(explained, it->second + kernel_gap_);
+        }
+        if (Start(k) - explained < slack) continue;
+        const int64_t device = graph_.resources[static_cast<size_t>(s)].process;
+        int32_t cause = kNone;
+        for (int32_t other : gpu_streams_) {
+          if (other == s || graph_.resources[static_cast<size_t>(other)].process != device) continue;
+          const std::vector<int32_t>& ol = resource_tasks_[static_cast<size_t>(other)];
+          auto it = std::upper_bound(ol.begin(), ol.end(), Start(k),
+                                     [&](TimeNs t, int32_t id) { return t < End(id); });
+          if (it == ol.begin()) continue;
+          const int32_t a = *std::prev(it);
+          if (Start(k) - End(a) > window) continue;
+          if (cause == kNone || End(a) > End(cause)) cause = a;
+        }
+        if (cause != kNone && !known.contains({cause, k})) found.emplace_back(cause, k);
+      }
+    }
+    for (const auto& [src, dst] : found) AddStreamWait(src, dst);
+    if (!found.empty()) {
+      Warn("inferred_stream_waits",
+           StrCat(trace_.path, ": ", found.size(), " GPU activities waited for work on another stream "
+                  "without a recorded event wait; linked to the work that ended just before them"));
+    }
+  }
+
+  // Rules 2, 3, 5: stream order, launch and stream-wait edges, with the
+  // recorded start of each activity decomposed over its constraints.
+  void LinkGpuStreams() {
+    std::sort(stream_waits_.begin(), stream_waits_.end(),
+              [](const auto& a, const auto& b) { return a.second != b.second ? a.second < b.second : a.first < b.first; });
+    stream_waits_.erase(std::unique(stream_waits_.begin(), stream_waits_.end()), stream_waits_.end());
+    size_t wait_pos = 0;
+    std::vector<int32_t> order;
+    for (int32_t s : gpu_streams_) {
+      const std::vector<int32_t>& list = resource_tasks_[static_cast<size_t>(s)];
+      order.insert(order.end(), list.begin(), list.end());
+    }
+    std::sort(order.begin(), order.end());
+    std::vector<int32_t> prev_on_stream(graph_.tasks.size(), kNone);
+    for (int32_t s : gpu_streams_) {
+      const std::vector<int32_t>& list = resource_tasks_[static_cast<size_t>(s)];
+      for (size_t i = 1; i < list.size(); ++i) prev_on_stream[static_cast<size_t>(list[i])] = list[i - 1];
+    }
+    std::vector<int32_t> deps;
+    for (int32_t k : order) {
+      deps.clear();
+      while (wait_pos < stream_waits_.size() && stream_waits_[wait_pos].second < k) ++wait_pos;
+      while (wait_pos < stream_waits_.size() && stream_waits_[wait_pos].second == k) {
+        deps.push_back(stream_waits_[wait_pos++].first);
+      }
+      const TimeNs s = Start(k);
+      const int32_t prev = prev_on_stream[static_cast<size_t>(k)];
+      const int32_t launch = launcher_[static_cast<size_t>(k)];
+      // Natural time each constraint would allow with typical latencies; the
+      // latest one is taken to be the one that held.
+      enum Binder { kStream, kLaunchBinds, kDep };
+      Binder binder = kStream;
+      int32_t binding_dep = kNone;
+      TimeNs best = kNeverNs;
+      if (prev != kNone) best = End(prev) + kernel_gap_;
+      else if (launch == kNone) best = origin_;
+      if (launch != kNone && LaunchReady(k) >= best) {
+        best = LaunchReady(k);
+        binder = kLaunchBinds;
+      }
+      for (int32_t d : deps) {
+        if (End(d) + kernel_gap_ > best) {
+          best = End(d) + kernel_gap_;
+          binder = kDep;
+          binding_dep = d;
+        }
+      }
+      auto fit = [&](TimeNs anchor, TimeNs typical, bool binds) { return Latency(s - anchor, typical, binds); };
+      Task& task = T(k);
+      if (prev != kNone) {
+        // Work with no recorded cause keeps its recorded idle time.
+        const bool uncaused = launch == kNone && deps.empty();
+        task.gap_ns = uncaused ? std::max<TimeNs>(0, s - End(prev)) : fit(End(prev), kernel_gap_, binder == kStream);
+        graph_.AddEdge(prev, k, EdgeKind::kSequential);
+      } else {
+        task.gap_ns = launch == kNone && binder == kStream ? std::max<TimeNs>(0, s - origin_) : 0;
+      }
+      if (launch != kNone) {
+        if (blocking_[static_cast<size_t>(k)]) {
+          graph_.AddEdge(launch, k, EdgeKind::kBlockingLaunch,
+                         fit(Start(launch), blocking_latency_, binder == kLaunchBinds));
+        } else {
+          graph_.AddEdge(launch, k, EdgeKind::kLaunch, fit(End(launch), launch_latency_, binder == kLaunchBinds));
+        }
+      }
+      for (int32_t d : deps) {
+        graph_.AddEdge(d, k, EdgeKind::kStreamWait, fit(End(d), kernel_gap_, d == binding_dep));
+      }
+    }
+  }
+
+  // --- rule 4: synchronizing calls -----------------------------------------
+  struct SyncWait {
+    int32_t task = kNone;
+    std::vector<int32_t> awaited;
+  };
+
+  // The stream a stream/event sync waited on, inferred from which stream's
+  // latest work ended closest before the call returned.
+  int32_t InferSyncedActivity(int32_t call) const {
+    const TimeNs cs = Start(call), ce = End(call);
+    int32_t best_waited = kNone, latest_launched = kNone;
+    TimeNs latest_launch_time = kNeverNs;
+    for (int32_t s : gpu_streams_) {
+      const std::vector<Launched>& list = stream_launches_[static_cast<size_t>(s)];
+      const int32_t a = LastLaunchedBefore(list, cs);
+      if (a == kNone) continue;
+      if (End(a) <= ce && End(a) > cs && (best_waited == kNone || End(a) > End(best_waited))) best_waited = a;
+      auto it = std::lower_bound(list.begin(), list.end(), cs,
+                                 [](const Launched& l, TimeNs v) { return l.time < v; });
+      const TimeNs when = std::prev(it)->time;
+      if (when > latest_launch_time) {
+        latest_launch_time = when;
+        latest_launched = a;
+      }
+    }
+    return best_waited != kNone ? best_waited : latest_launched;
+  }
+
+  void LinkSyncCalls() {
+    absl::flat_hash_map<int64_t, int32_t> sync_records;  // correlation -> cuda_sync event
+    for (size_t i = 0; i < trace_.events.size(); ++i) {
+      const TraceEvent& ev = trace_.events[i];
+      if (ev.kind == EventKind::kCudaSync && ev.correlation != kUnset) {
+        sync_records.try_emplace(ev.correlation, static_cast<int32_t>(i));
+      }
+    }
+    absl::flat_hash_map<std::pair<int64_t, int64_t>, int32_t> stream_resource;
+    for (int32_t s : gpu_streams_) {
+      const Resource& r = graph_.resources[static_cast<size_t>(s)];
+      stream_resource[{r.process, r.thread}] = s;
+    }
+    std::vector<std::vector<int32_t>> launched_by(graph_.tasks.size());
+    for (int32_t s : gpu_streams_) {
+      for (int32_t k : resource_tasks_[static_cast<size_t>(s)]) {
+        const int32_t l = launcher_[static_cast<size_t>(k)];
+        if (l != kNone) launched_by[static_cast<size_t>(l)].push_back(k);
+      }
+    }
+    std::vector<SyncWait> waits;
+    for (size_t r = 0; r < graph_.resources.size(); ++r) {
+      if (graph_.resources[r].kind != ResourceKind::kCpuThread) continue;
+      for (int32_t id : resource_tasks_[r]) {
+        Task& task = T(id);
+        if (task.kind != TaskKind::kSync && task.kind != TaskKind::kRuntime) continue;
+        SyncWait w;
+        w.task = id;
+        const TimeNs cs = Start(id), ce = End(id);
+        const SyncCall call = ClassifySyncCall(graph_.TaskName(id));
+        auto record = task.correlation != kUnset ? sync_records.find(task.correlation) : sync_records.end();
+        int64_t recorded_stream = kUnset;
+        bool recorded_all = false;
+        if (record != sync_records.end()) {
+          const TraceEvent& ev = Ev(record->second);
+          const std::string_view kind = ev.sync_kind != 0 ? trace_.Str(ev.sync_kind) : trace_.Str(ev.name);
+          recorded_all = kind == "Context Sync";
+          recorded_stream = ev.wait_on_stream != kUnset ? ev.wait_on_stream : ev.stream;
+        }
+        if (call == SyncCall::kDevice || recorded_all) {
+          for (int32_t s : gpu_streams_) {
+            const int32_t a = LastLaunchedBefore(stream_launches_[static_cast<size_t>(s)], cs);
+            if (a != kNone) w.awaited.push_back(a);
+          }
+        } else if (call == SyncCall::kStream || call == SyncCall::kEvent) {
+          int32_t a = kNone;
+          if (recorded_stream != kUnset) {
+            for (int32_t s : gpu_streams_) {
+              if (graph_.resources[static_cast<size_t>(s)].thread == recorded_stream) {
+                a = LastLaunchedBefore(stream_launches_[static_cast<size_t>(s)], cs);
+              }
+            }
+          } else {
+            a = InferSyncedActivity(id);
+          }
+          if (a != kNone) w.awaited.push_back(a);
+        }
+        // A call that returned only after the copy it submitted finished
+        // blocked on it.
+        for (int32_t k : launched_by[static_cast<size_t>(id)]) {
+          if (blocking_[static_cast<size_t>(k)] && End(k) <= ce) {
+            w.awaited.push_back(k);
+            task.kind = TaskKind::kSync;
+          }
+        }
+        // Keep only work that ended before the call returned.
+        w.awaited.erase(std::remove_if(w.awaited.begin(), w.awaited.end(),
+                                       [&](int32_t a) { return End(a) > ce; }),
+                        w.awaited.end());
+        std::sort(w.awaited.begin(), w.awaited.end());
+        w.awaited.erase(std::unique(w.awaited.begin(), w.awaited.end()), w.awaited.end());
+        if (!w.awaited.empty()) waits.push_back(std::move(w));
+      }
+    }
+    std::vector<TimeNs> tails;
+    for (const SyncWait& w : waits) {
+      TimeNs wait_end = kNeverNs;
+      for (int32_t a : w.awaited) wait_end = std::max(wait_end, End(a));
+      if (wait_end > Start(w.task)) tails.push_back(End(w.task) - wait_end);
+    }
+    sync_tail_ = Median(tails, options_.default_sync_tail_ns);
+    for (const SyncWait& w : waits) {
+      const TimeNs cs = Start(w.task), ce = End(w.task);
+      int32_t binding = kNone;
+      for (int32_t a : w.awaited) {
+        if (End(a) > cs && (binding == kNone || End(a) > End(binding))) binding = a;
+      }
+      for (int32_t a : w.awaited) {
+        graph_.AddEdge(a, w.task, EdgeKind::kSync, Latency(ce - End(a), sync_tail_, a == binding));
+      }
+      // Waiting is not work: a call that waited keeps only its own overhead.
+      if (binding != kNone) T(w.task).duration_ns = std::min(ce - cs, Latency(ce - End(binding), sync_tail_, true));
+    }
+  }
+
+  // --- rule 6: cross-thread waits ------------------------------------------
+  void LinkThreads() {
+    std::vector<int32_t> threads;
+    for (size_t r = 0; r < graph_.resources.size(); ++r) {
+      if (graph_.resources[r].kind == ResourceKind::kCpuThread && !resource_tasks_[r].empty()) {
+        threads.push_back(static_cast<int32_t>(r));
+      }
+    }
+    if (threads.size() < 2) return;
+    for (int32_t r : threads) {
+      const std::vector<int32_t>& list = resource_tasks_[static_cast<size_t>(r)];
+      for (size_t i = 0; i < list.size(); ++i) {
+        const int32_t b = list[i];
+        const TimeNs sb = Start(b);
+        const TimeNs idle_from = i == 0 ? origin_ : End(list[i - 1]);
+        if (sb - idle_from < options_.min_thread_wait_ns) continue;
+        int32_t waker = kNone;
+        for (int32_t other : threads) {
+          if (other == r || graph_.resources[static_cast<size_t>(other)].process !=
+                                graph_.resources[static_cast<size_t>(r)].process) {
+            continue;
+          }
+          const std::vector<int32_t>& ol = resource_tasks_[static_cast<size_t>(other)];
+          // Tasks on a thread do not overlap, so their ends are sorted too.
+          auto it = std::upper_bound(ol.begin(), ol.end(), sb,
+                                     [&](TimeNs t, int32_t id) { return t < End(id); });
+          if (it == ol.begin()) continue;
+          const int32_t a = *std::prev(it);
+          if (End(a) <= idle_from || sb - End(a) > options_.max_thread_wake_ns) continue;
+          if (waker == kNone || End(a) > End(waker)) waker = a;
+        }
+        if (waker == kNone) continue;
+        graph_.AddEdge(waker, b, EdgeKind::kThread, sb - End(waker));
+        T(b).gap_ns = 0;
+      }
+    }
+  }
+
+  // --- rule 8: iterations --------------------------------------------------
+  int32_t ResourceOfTrack(int32_t track) const {
+    for (size_t r = 0; r < resource_track_.size(); ++r) {
+      if (resource_track_[r] == track) return static_cast<int32_t>(r);
+    }
+    return kNone;
+  }
+
+  void AddIteration(std::string name, int32_t resource, TimeNs begin, TimeNs end) {
+    if (resource == kNone) return;
+    const std::vector<int32_t>& list = resource_tasks_[static_cast<size_t>(resource)];
+    auto first = std::lower_bound(list.begin(), list.end(), begin,
+                                  [&](int32_t id, TimeNs t) { return Start(id) < t; });
+    auto stop = std::upper_bound(list.begin(), list.end(), end,
+                                 [&](TimeNs t, int32_t id) { return t < End(id); });
+    if (first == list.end() || stop == list.begin() || std::prev(stop) < first) {
+      Warn("empty_iteration", StrCat(trace_.path, ": iteration ", name,
+                                           " holds no operator on its thread; skipped"));
+      return;
+    }
+    Iteration it;
+    it.name = graph_.strings.Intern(name);
+    it.begin_task = *first;
+    it.end_task = *std::prev(stop);
+    it.begin_offset_ns = Start(it.begin_task) - begin;
+    it.end_offset_ns = end - End(it.end_task);
+    it.measured_ns = end - begin;
+    it.recorded_begin_ns = begin;
+    graph_.iterations.push_back(it);
+  }
+
+  void AssignIterations() {
+    std::vector<int32_t> steps, optimizer_steps;
+    for (int32_t e : cpu_range_events_) {
+      const TraceEvent& ev = Ev(e);
+      if (ev.kind != EventKind::kUserAnnotation && ev.kind != EventKind::kCpuOp) continue;
+      const std::string_view name = trace_.Str(ev.name);
+      if (StartsWith(name, "ProfilerStep#")) steps.push_back(e);
+      if (StartsWith(name, "Optimizer.step#")) optimizer_steps.push_back(e);
+    }
+    if (!steps.empty()) {
+      for (int32_t e : steps) {
+        AddIteration(std::string(trace_.Str(Ev(e).name)), ResourceOfTrack(Ev(e).track), Ev(e).ts_ns,
+                     Ev(e).end_ns());
+      }
+    } else if (!optimizer_steps.empty()) {
+      const int32_t resource = ResourceOfTrack(Ev(optimizer_steps.front()).track);
+      TimeNs begin = resource == kNone || resource_tasks_[static_cast<size_t>(resource)].empty()
+                         ? origin_
+                         : Start(resource_tasks_[static_cast<size_t>(resource)].front());
+      for (size_t i = 0; i < optimizer_steps.size(); ++i) {
+        const TraceEvent& ev = Ev(optimizer_steps[i]);
+        if (ResourceOfTrack(ev.track) != resource) continue;
+        AddIteration(StrCat("iteration ", i, " (to ", trace_.Str(ev.name), ")"), resource, begin,
+                     ev.end_ns());
+        begin = ev.end_ns();
+      }
+    }
+    // Each task belongs to the iteration whose window holds its start; GPU
+    // work belongs to the iteration of the call that launched it.
+    if (graph_.iterations.empty()) return;
+    std::vector<TimeNs> bounds;
+    for (const Iteration& it : graph_.iterations) bounds.push_back(it.recorded_begin_ns);
+    const Iteration& last = graph_.iterations.back();
+    const TimeNs last_end = last.recorded_begin_ns + last.measured_ns;
+    for (size_t id = 0; id < graph_.tasks.size(); ++id) {
+      const int32_t l = launcher_[id];
+      const TimeNs t = l != kNone ? Start(l) : graph_.tasks[id].recorded_start_ns;
+      auto it = std::upper_bound(bounds.begin(), bounds.end(), t);
+      if (it == bounds.begin() || t >= last_end) continue;
+      graph_.tasks[id].iteration = static_cast<int32_t>(std::prev(it) - bounds.begin());
+    }
+  }
+
+  // --- rule 7: phases and layers -------------------------------------------
+  int32_t LayerFor(std::string_view module_name, int32_t parent) {
+    const std::string key = StrCat(parent, "/", module_name);
+    auto [it, inserted] = layer_index_.try_emplace(key, kNone);
+    if (inserted) it->second = graph_.AddLayer(Layer{graph_.strings.Intern(module_name), parent});
+    return it->second;
+  }
+
+  void AssignPhasesAndLayers() {
+    const size_t n = trace_.events.size();
+    std::vector<Phase> phase_of(n, Phase::kUnspecified);
+    std::vector<int32_t> layer_of(n, kNone);
+    std::vector<int8_t> name_phase(trace_.strings.size(), -1);
+    absl::flat_hash_map<int64_t, int32_t> forward_layer_by_seq;
+    for (int32_t e : cpu_range_events_) {
+      const TraceEvent& ev = Ev(e);
+      const int32_t p = parent_[static_cast<size_t>(e)];
+      int8_t& np = name_phase[static_cast<size_t>(ev.name)];
+      if (np < 0) np = static_cast<int8_t>(PhaseFromName(trace_.Str(ev.name)));
+      const auto own = static_cast<Phase>(np);
+      const Phase inherited = p == kNone ? Phase::kUnspecified : phase_of[static_cast<size_t>(p)];
+      // The innermost range that names a phase wins, except that nothing
+      // inside communication or the optimizer is reclassified.
+      Phase phase = own != Phase::kUnspecified ? own : inherited;
+      if (inherited == Phase::kComm || inherited == Phase::kOptimizer || inherited == Phase::kData) {
+        phase = inherited;
+      }
+      phase_of[static_cast<size_t>(e)] = phase;
+      const int32_t parent_layer = p == kNone ? kNone : layer_of[static_cast<size_t>(p)];
+      int32_t layer = parent_layer;
+      const std::string_view module = ModuleRangeName(trace_.Str(ev.name));
+      if (!module.empty()) layer = LayerFor(module, parent_layer);
+      if (ev.sequence_number != kUnset && ev.kind == EventKind::kCpuOp) {
+        if (own == Phase::kBackward) {
+          auto it = forward_layer_by_seq.find(ev.sequence_number);
+          if (it != forward_layer_by_seq.end() && layer == kNone) layer = it->second;
+        } else if (layer != kNone) {
+          forward_layer_by_seq.try_emplace(ev.sequence_number, layer);
+        }
+      }
+      layer_of[static_cast<size_t>(e)] = layer;
+    }
+    // CPU tasks: from their event; threads named for autograd do backward work.
+    std::vector<TimeNs> first_backward(graph_.iterations.size(), std::numeric_limits<TimeNs>::max());
+    for (size_t id = 0; id < graph_.tasks.size(); ++id) {
+      Task& task = graph_.tasks[id];
+      const Resource& r = graph_.resources[static_cast<size_t>(task.resource)];
+      if (r.kind != ResourceKind::kCpuThread) continue;
+      const auto e = static_cast<size_t>(task.trace_event);
+      task.phase = phase_of[e];
+      task.layer = layer_of[e];
+      if (task.phase == Phase::kUnspecified && Contains(graph_.Str(r.name), "autograd")) {
+        task.phase = Phase::kBackward;
+      }
+      if (task.phase == Phase::kBackward && task.iteration >= 0) {
+        TimeNs& fb = first_backward[static_cast<size_t>(task.iteration)];
+        fb = std::min(fb, task.recorded_start_ns);
+      }
+    }
+    // Unnamed work in an iteration before its backward pass is forward work.
+    for (Task& task : graph_.tasks) {
+      if (graph_.resources[static_cast<size_t>(task.resource)].kind != ResourceKind::kCpuThread) continue;
+      if (task.phase != Phase::kUnspecified) continue;
+      if (task.iteration >= 0 &&
+          task.recorded_start_ns < first_backward[static_cast<size_t>(task.iteration)]) {
+        task.phase = Phase::kForward;
+      } else {
+        task.phase = Phase::kOther;
+      }
+    }
+    for (Task& task : graph_.tasks) {
+      if (task.kind == TaskKind::kCpuOp && task.phase == Phase::kData) task.kind = TaskKind::kDataLoad;
+    }
+    // GPU tasks: communication, else the phase and layer of their launcher.
+    for (size_t id = 0; id < graph_.tasks.size(); ++id) {
+      Task& task = graph_.tasks[id];
+      if (graph_.resources[static_cast<size_t>(task.resource)].kind != ResourceKind::kGpuStream) continue;
+      const int32_t l = launcher_[id];
+      task.layer = l == kNone ? kNone : graph_.tasks[static_cast<size_t>(l)].layer;
+      if (task.kind == TaskKind::kCollective) {
+        task.phase = Phase::kComm;
+      } else {
+        task.phase = l == kNone ? Phase::kOther : graph_.tasks[static_cast<size_t>(l)].phase;
+      }
+    }
+  }
+
+  void SetDevice() {
+    absl::flat_hash_map<int64_t, int64_t> count;
+    for (int32_t s : gpu_streams_) {
+      count[graph_.resources[static_cast<size_t>(s)].process] +=
+          static_cast<int64_t>(resource_tasks_[static_cast<size_t>(s)].size());
+    }
+    int64_t device = -1, best = -1;
+    for (const auto& [d, c] : count) {
+      if (c > best || (c == best && d < device)) {
+        best = c;
+        device = d;
+      }
+    }
+    for (const DeviceProperties& p : trace_.devices) {
+      if (p.id == device || (device < 0 && &p == &trace_.devices.front())) {
+        graph_.device.name = p.name;
+        graph_.device.compute_major = p.compute_major;
+        graph_.device.compute_minor = p.compute_minor;
+        graph_.device.total_memory_bytes = p.total_global_mem;
+        graph_.device.num_sms = p.num_sms;
+        break;
+      }
+    }
+  }
+
+  const Trace& trace_;
+  const BuildOptions& options_;
+  Graph graph_;
+  std::vector<int32_t> parent_;            // per event: enclosing CPU range
+  std::vector<int32_t> task_of_;           // per event: its task
+  std::vector<int32_t> cpu_range_events_;  // CPU ranges, parents before children
+  std::vector<Pending> pending_;
+  std::vector<int32_t> resource_track_;    // per resource: trace track (CPU only)
+  std::vector<int32_t> gpu_streams_;       // resource ids of GPU streams
+  std::vector<std::vector<int32_t>> resource_tasks_;  // per resource, start order
+  std::vector<TimeNs> end_;                // per task: recorded end
+  std::vector<int32_t> launcher_;          // per task: launching CPU task
+  std::vector<StringId> string_map_;
+  absl::flat_hash_map<int64_t, int32_t> correlation_event_;
+  std::vector<std::vector<Launched>> stream_launches_;
+  std::vector<std::vector<Launched>> thread_launches_;
+  std::vector<std::pair<int32_t, int32_t>> stream_waits_;
+  absl::flat_hash_map<std::string, int32_t> layer_index_;
+  TimeNs origin_ = 0;
+  TimeNs launch_latency_ = 0;    // asynchronous call end -> activity start
+  TimeNs blocking_latency_ = 0;  // blocking call start -> activity start
+  std::vector<uint8_t> blocking_;  // per task: launched by a blocking call
+  TimeNs kernel_gap_ = 0;
+  TimeNs sync_tail_ = 0;
+};
+
+}  // namespace
+
+SyncCall ClassifySyncCall(std::string_view name) {
+  const std::string_view api = StripApiPrefix(name);
+  if (api.empty()) return SyncCall::kNone;
+  if (api == "DeviceSynchronize" || api == "CtxSynchronize") return SyncCall::kDevice;
+  if (api == "StreamSynchronize") return SyncCall::kStream;
+  if (api == "EventSynchronize") return SyncCall::kEvent;
+  if (StartsWith(api, "Memcpy") && !Contains(api, "Async")) return SyncCall::kBlockingCopy;
+  return SyncCall::kNone;
+}
+
+bool IsCollectiveKernelName(std::string_view name) {
+  return StartsWith(name, "nccl") || StartsWith(name, "void nccl") ||
+         Contains(name, "multimem_all_reduce") || StartsWith(name, "rccl");
+}
+
+absl::StatusOr<Graph> BuildGraph(const Trace& trace, const BuildOptions& options) {
+  Builder builder(trace, options);
+  return builder.Run();
+}
+
+}  // namespace daydream

@@ -1,0 +1,260 @@
+#include "daydream/graph/graph.h"
+
+#include <string>
+#include <utility>
+
+#include "daydream/base/strings.h"
+
+namespace daydream {
+
+std::string_view TaskKindName(TaskKind kind) {
+  switch (kind) {
+    case TaskKind::kCpuOp: return "cpu_op";
+    case TaskKind::kRuntime: return "runtime";
+    case TaskKind::kKernel: return "kernel";
+    case TaskKind::kMemcpy: return "memcpy";
+    case TaskKind::kMemset: return "memset";
+    case TaskKind::kCollective: return "collective";
+    case TaskKind::kDataLoad: return "data_load";
+    case TaskKind::kSync: return "sync";
+    case TaskKind::kUnspecified: break;
+  }
+  return "unspecified";
+}
+
+std::string_view PhaseName(Phase phase) {
+  switch (phase) {
+    case Phase::kForward: return "forward";
+    case Phase::kBackward: return "backward";
+    case Phase::kOptimizer: return "optimizer";
+    case Phase::kData: return "data";
+    case Phase::kComm: return "comm";
+    case Phase::kOther: return "other";
+    case Phase::kUnspecified: break;
+  }
+  return "unspecified";
+}
+
+std::string_view EdgeKindName(EdgeKind kind) {
+  switch (kind) {
+    case EdgeKind::kSequential: return "sequential";
+    case EdgeKind::kLaunch: return "launch";
+    case EdgeKind::kSync: return "sync";
+    case EdgeKind::kStreamWait: return "stream_wait";
+    case EdgeKind::kThread: return "thread";
+    case EdgeKind::kData: return "data";
+    case EdgeKind::kComm: return "comm";
+    case EdgeKind::kBlockingLaunch: return "blocking_launch";
+    case EdgeKind::kUnspecified: break;
+  }
+  return "unspecified";
+}
+
+std::string_view ResourceKindName(ResourceKind kind) {
+  switch (kind) {
+    case ResourceKind::kCpuThread: return "cpu_thread";
+    case ResourceKind::kGpuStream: return "gpu_stream";
+    case ResourceKind::kCommChannel: return "comm_channel";
+    case ResourceKind::kUnspecified: break;
+  }
+  return "unspecified";
+}
+
+std::string_view TensorRoleName(TensorRole role) {
+  switch (role) {
+    case TensorRole::kWeight: return "weight";
+    case TensorRole::kGradient: return "gradient";
+    case TensorRole::kActivation: return "activation";
+    case TensorRole::kOptimizerState: return "optimizer_state";
+    case TensorRole::kInput: return "input";
+    case TensorRole::kOther: return "other";
+    case TensorRole::kUnspecified: break;
+  }
+  return "unspecified";
+}
+
+int32_t Graph::AddResource(const Resource& resource) {
+  resources.push_back(resource);
+  return static_cast<int32_t>(resources.size() - 1);
+}
+
+int32_t Graph::AddTask(const Task& task) {
+  tasks.push_back(task);
+  return static_cast<int32_t>(tasks.size() - 1);
+}
+
+void Graph::AddEdge(int32_t from, int32_t to, EdgeKind kind, TimeNs lag_ns) {
+  edges.push_back(Edge{from, to, kind, lag_ns});
+}
+
+int32_t Graph::AddLayer(const Layer& layer) {
+  layers.push_back(layer);
+  return static_cast<int32_t>(layers.size() - 1);
+}
+
+int32_t Graph::AddTensor(Tensor tensor) {
+  tensors.push_back(std::move(tensor));
+  return static_cast<int32_t>(tensors.size() - 1);
+}
+
+void Graph::BuildAdjacency() {
+  const size_t n = tasks.size();
+  out_offsets_.assign(n + 1, 0);
+  in_offsets_.assign(n + 1, 0);
+  for (const Edge& e : edges) {
+    ++out_offsets_[static_cast<size_t>(e.from) + 1];
+    ++in_offsets_[static_cast<size_t>(e.to) + 1];
+  }
+  for (size_t i = 0; i < n; ++i) {
+    out_offsets_[i + 1] += out_offsets_[i];
+    in_offsets_[i + 1] += in_offsets_[i];
+  }
+  out_index_.resize(edges.size());
+  in_index_.resize(edges.size());
+  std::vector<int32_t> out_fill(out_offsets_.begin(), out_offsets_.end() - 1);
+  std::vector<int32_t> in_fill(in_offsets_.begin(), in_offsets_.end() - 1);
+  for (size_t i = 0; i < edges.size(); ++i) {
+    out_index_[static_cast<size_t>(out_fill[static_cast<size_t>(edges[i].from)]++)] = static_cast<int32_t>(i);
+    in_index_[static_cast<size_t>(in_fill[static_cast<size_t>(edges[i].to)]++)] = static_cast<int32_t>(i);
+  }
+  adjacency_edges_ = edges.size();
+  adjacency_tasks_ = tasks.size();
+}
+
+EdgeRange Graph::out_edges(int32_t task) const {
+  const auto t = static_cast<size_t>(task);
+  return EdgeRange{out_index_.data() + out_offsets_[t], out_index_.data() + out_offsets_[t + 1]};
+}
+
+EdgeRange Graph::in_edges(int32_t task) const {
+  const auto t = static_cast<size_t>(task);
+  return EdgeRange{in_index_.data() + in_offsets_[t], in_index_.data() + in_offsets_[t + 1]};
+}
+
+absl::Status Graph::Validate() const {
+  const auto n = static_cast<int64_t>(tasks.size());
+  const auto num_resources = static_cast<int64_t>(resources.size());
+  auto bad = [](std::string msg) { return absl::FailedPreconditionError(std::move(msg)); };
+  for (int64_t i = 0; i < n; ++i) {
+    const Task& t = tasks[static_cast<size_t>(i)];
+    if (t.resource < 0 || t.resource >= num_resources) {
+      return bad(StrCat("task ", i, " (", Str(t.name), "): resource ", t.resource,
+                              " does not exist (", num_resources, " resources)"));
+    }
+    if (t.duration_ns < 0 || t.gap_ns < 0) {
+      return bad(StrCat("task ", i, " (", Str(t.name), "): negative duration or gap"));
+    }
+    if (t.name < 0 || static_cast<size_t>(t.name) >= strings.size()) {
+      return bad(StrCat("task ", i, ": name id ", t.name, " out of range"));
+    }
+    if (t.layer < -1 || t.layer >= static_cast<int64_t>(layers.size())) {
+      return bad(StrCat("task ", i, ": layer ", t.layer, " does not exist"));
+    }
+  }
+  for (size_t i = 0; i < edges.size(); ++i) {
+    const Edge& e = edges[i];
+    if (e.from < 0 || e.from >= n || e.to < 0 || e.to >= n) {
+      return bad(StrCat("edge ", i, " (", EdgeKindName(e.kind), "): dangling end ", e.from,
+                              " -> ", e.to, " (", n, " tasks)"));
+    }
+    if (e.from == e.to) return bad(StrCat("edge ", i, ": task ", e.from, " depends on itself"));
+    if (e.lag_ns < 0) return bad(StrCat("edge ", i, ": negative lag"));
+    if (e.kind == EdgeKind::kUnspecified) return bad(StrCat("edge ", i, ": kind unspecified"));
+  }
+  // Cycle check on the event graph the simulator runs: node 2t is task t's
+  // start, 2t+1 its end. Ordinary edges tie an end to a start, launch edges
+  // two starts, sync edges two ends. Any cycle there could never finish.
+  const size_t nodes = 2 * static_cast<size_t>(n);
+  auto tail_node = [](const Edge& e) {
+    return 2 * static_cast<size_t>(e.from) + (IsStartToStart(e.kind) ? 0 : 1);
+  };
+  auto head_node = [](const Edge& e) { return 2 * static_cast<size_t>(e.to) + (IsEndToEnd(e.kind) ? 1 : 0); };
+  std::vector<int32_t> indegree(nodes, 0);
+  std::vector<int32_t> offsets(nodes + 1, 0);
+  for (const Edge& e : edges) {
+    ++offsets[tail_node(e) + 1];
+    ++indegree[head_node(e)];
+  }
+  for (size_t v = 0; v < nodes; ++v) offsets[v + 1] += offsets[v];
+  std::vector<int32_t> heads(edges.size());
+  std::vector<int32_t> fill(offsets.begin(), offsets.end() - 1);
+  for (const Edge& e : edges) {
+    heads[static_cast<size_t>(fill[tail_node(e)]++)] = static_cast<int32_t>(head_node(e));
+  }
+  for (size_t t = 0; t < static_cast<size_t>(n); ++t) ++indegree[2 * t + 1];  // start -> end
+  std::vector<int32_t> stack;
+  for (size_t v = 0; v < nodes; ++v) {
+    if (indegree[v] == 0) stack.push_back(static_cast<int32_t>(v));
+  }
+  size_t visited = 0;
+  while (!stack.empty()) {
+    const auto v = static_cast<size_t>(stack.back());
+    stack.pop_back();
+    ++visited;
+    if (v % 2 == 0 && --indegree[v + 1] == 0) stack.push_back(static_cast<int32_t>(v + 1));
+    for (int32_t k = offsets[v]; k < offsets[v + 1]; ++k) {
+      const auto h = static_cast<size_t>(heads[static_cast<size_t>(k)]);
+      if (--indegree[h] == 0) stack.push_back(static_cast<int32_t>(h));
+    }
+  }
+  if (visited != nodes) {
+    for (size_t v = 0; v < nodes; ++v) {
+      if (indegree[v] > 0) {
+        const size_t t = v / 2;
+        return bad(StrCat("the dependency edges form a cycle through task ", t, " (",
+                                Str(tasks[t].name), "); ", (nodes - visited + 1) / 2,
+                                " tasks could never finish"));
+      }
+    }
+  }
+  for (size_t i = 0; i < iterations.size(); ++i) {
+    const Iteration& it = iterations[i];
+    if (it.begin_task < 0 || it.begin_task >= n || it.end_task < 0 || it.end_task >= n) {
+      return bad(StrCat("iteration ", i, " (", Str(it.name), "): anchor task out of range"));
+    }
+  }
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    if (tensors[i].producer < -1 || tensors[i].producer >= n) {
+      return bad(StrCat("tensor ", i, " (", Str(tensors[i].name), "): producer ",
+                              tensors[i].producer, " does not exist"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+GraphSummary Summarize(const Graph& graph) {
+  GraphSummary s;
+  s.num_tasks = static_cast<int64_t>(graph.tasks.size());
+  s.num_edges = static_cast<int64_t>(graph.edges.size());
+  s.num_resources = static_cast<int64_t>(graph.resources.size());
+  s.num_layers = static_cast<int64_t>(graph.layers.size());
+  s.num_tensors = static_cast<int64_t>(graph.tensors.size());
+  s.num_iterations = static_cast<int64_t>(graph.iterations.size());
+  std::vector<int64_t> by_kind(kNumTaskKinds, 0), by_phase(kNumPhases, 0), by_edge(kNumEdgeKinds, 0);
+  std::vector<int64_t> by_resource(4, 0);
+  for (const Task& t : graph.tasks) {
+    ++by_kind[static_cast<size_t>(t.kind)];
+    ++by_phase[static_cast<size_t>(t.phase)];
+    s.total_task_time_ns += t.duration_ns;
+  }
+  for (const Edge& e : graph.edges) ++by_edge[static_cast<size_t>(e.kind)];
+  for (const Resource& r : graph.resources) ++by_resource[static_cast<size_t>(r.kind)];
+  for (int k = 1; k < kNumTaskKinds; ++k) {
+    s.tasks_by_kind.emplace_back(std::string(TaskKindName(static_cast<TaskKind>(k))), by_kind[static_cast<size_t>(k)]);
+  }
+  for (int k = 1; k < kNumPhases; ++k) {
+    s.tasks_by_phase.emplace_back(std::string(PhaseName(static_cast<Phase>(k))), by_phase[static_cast<size_t>(k)]);
+  }
+  for (int k = 1; k < kNumEdgeKinds; ++k) {
+    s.edges_by_kind.emplace_back(std::string(EdgeKindName(static_cast<EdgeKind>(k))), by_edge[static_cast<size_t>(k)]);
+  }
+  for (int k = 1; k < 4; ++k) {
+    s.resources_by_kind.emplace_back(std::string(ResourceKindName(static_cast<ResourceKind>(k))),
+                                     by_resource[static_cast<size_t>(k)]);
+  }
+  if (by_kind[0] > 0) s.tasks_by_kind.emplace_back("unspecified", by_kind[0]);
+  if (by_phase[0] > 0) s.tasks_by_phase.emplace_back("unspecified", by_phase[0]);
+  return s;
+}
+
+}  // namespace daydream

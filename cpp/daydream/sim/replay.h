@@ -1,0 +1,66 @@
+// Replay reports: each iteration's measured time beside its replayed time,
+// and what the critical path is made of.
+#ifndef DAYDREAM_SIM_REPLAY_H_
+#define DAYDREAM_SIM_REPLAY_H_
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "daydream/base/time.h"
+#include "daydream/graph/graph.h"
+#include "daydream/sim/simulator.h"
+
+namespace daydream {
+
+struct IterationReplay {
+  std::string name;
+  TimeNs measured_ns = 0;
+  TimeNs replayed_ns = 0;
+  TimeNs begin_ns = 0;  // replayed span, simulation clock
+  TimeNs end_ns = 0;
+  double error_pct = 0;  // 100 * (replayed - measured) / measured
+};
+
+// One row of a breakdown: a name and the time attributed to it.
+struct TimeShare {
+  std::string name;
+  TimeNs time_ns = 0;
+};
+
+struct CriticalPathSummary {
+  TimeNs length_ns = 0;     // from the first to the last task on the path
+  int64_t num_tasks = 0;
+  std::vector<TimeShare> by_kind;      // task kinds, plus "wait" for time no task ran
+  std::vector<TimeShare> by_phase;
+  std::vector<TimeShare> by_resource;
+  std::vector<TimeShare> top_tasks;    // longest tasks on the path (name, time on path)
+};
+
+struct ReplayReport {
+  std::vector<IterationReplay> iterations;
+  // True when the graph has no iterations and the whole trace was replayed as one.
+  bool whole_trace = false;
+  double median_error_pct = 0;  // median of |error_pct|
+  double mean_error_pct = 0;    // mean of |error_pct|
+  TimeNs makespan_ns = 0;
+  CriticalPathSummary critical_path;
+};
+
+// Measured vs replayed for every iteration of `graph` under `schedule`. A graph
+// with no iterations is reported as one span: the whole trace.
+ReplayReport MakeReplayReport(const Graph& graph, const Schedule& schedule);
+
+// Simulates `graph` and reports. The graph's adjacency must be built.
+absl::StatusOr<ReplayReport> Replay(const Graph& graph);
+
+// Breaks down the critical path within [from_ns, to_ns] (simulation clock).
+CriticalPathSummary SummarizeCriticalPath(const Graph& graph, const Schedule& schedule,
+                                          const std::vector<int32_t>& path, TimeNs from_ns, TimeNs to_ns,
+                                          size_t top = 10);
+
+}  // namespace daydream
+
+#endif  // DAYDREAM_SIM_REPLAY_H_

@@ -1,0 +1,223 @@
+#include "daydream/sim/simulator.h"
+
+#include <algorithm>
+#include <limits>
+#include <queue>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "daydream/base/strings.h"
+
+namespace daydream {
+namespace {
+
+constexpr TimeNs kNever = std::numeric_limits<TimeNs>::min();
+
+enum class EventType : uint8_t { kReady = 0, kEnd = 1 };
+
+struct SimEvent {
+  TimeNs time;
+  uint64_t seq;
+  int32_t task;
+  EventType type;
+};
+
+struct LaterEvent {
+  bool operator()(const SimEvent& a, const SimEvent& b) const {
+    return a.time != b.time ? a.time > b.time : a.seq > b.seq;
+  }
+};
+
+// Ready queue key: higher priority first, then lower id.
+struct ReadyEntry {
+  int32_t priority;
+  int32_t task;
+};
+struct WorseReady {
+  bool operator()(const ReadyEntry& a, const ReadyEntry& b) const {
+    return a.priority != b.priority ? a.priority < b.priority : a.task > b.task;
+  }
+};
+
+class Simulation {
+ public:
+  explicit Simulation(const Graph& g) : g_(g) {}
+
+  absl::StatusOr<Schedule> Run() {
+    const size_t n = g_.tasks.size();
+    s_.start_ns.assign(n, kNever);
+    s_.end_ns.assign(n, kNever);
+    s_.binding_task.assign(n, -1);
+    s_.binding_kind.assign(n, BindingKind::kNone);
+    s_.busy_ns.assign(g_.resources.size(), 0);
+    start_preds_.assign(n, 0);
+    end_preds_.assign(n, 0);
+    ready_at_.assign(n, 0);
+    ready_from_.assign(n, -1);
+    end_ready_at_.assign(n, kNever);
+    end_ready_from_.assign(n, -1);
+    waiting_end_.assign(n, 0);
+    free_at_.assign(g_.resources.size(), 0);
+    last_on_resource_.assign(g_.resources.size(), -1);
+    busy_.assign(g_.resources.size(), 0);
+    queues_.resize(g_.resources.size());
+    for (const Edge& e : g_.edges) {
+      if (IsEndToEnd(e.kind)) ++end_preds_[static_cast<size_t>(e.to)];
+      else ++start_preds_[static_cast<size_t>(e.to)];
+    }
+    for (size_t t = 0; t < n; ++t) {
+      if (start_preds_[t] == 0) Push(0, static_cast<int32_t>(t), EventType::kReady);
+    }
+    size_t finished = 0;
+    while (!events_.empty()) {
+      const SimEvent ev = events_.top();
+      events_.pop();
+      if (ev.type == EventType::kReady) {
+        const Task& task = g_.tasks[static_cast<size_t>(ev.task)];
+        queues_[static_cast<size_t>(task.resource)].push(ReadyEntry{task.priority, ev.task});
+        Dispatch(task.resource, ev.time);
+      } else {
+        ++finished;
+        Finish(ev.task, ev.time);
+      }
+    }
+    if (finished != n) {
+      for (size_t t = 0; t < n; ++t) {
+        if (s_.end_ns[t] == kNever) {
+          return absl::FailedPreconditionError(StrCat(
+              "simulation deadlocked: ", n - finished, " tasks never finished, first task ", t, " (",
+              g_.TaskName(static_cast<int32_t>(t)), ") on ",
+              g_.Str(g_.resources[static_cast<size_t>(g_.tasks[t].resource)].name)));
+        }
+      }
+    }
+    for (size_t t = 0; t < n; ++t) {
+      if (s_.last_task < 0 || s_.end_ns[t] > s_.makespan_ns) {
+        s_.makespan_ns = s_.end_ns[t];
+        s_.last_task = static_cast<int32_t>(t);
+      }
+    }
+    return std::move(s_);
+  }
+
+ private:
+  void Push(TimeNs time, int32_t task, EventType type) { events_.push(SimEvent{time, seq_++, task, type}); }
+
+  void Dispatch(int32_t resource, TimeNs now) {
+    const auto r = static_cast<size_t>(resource);
+    if (busy_[r] || queues_[r].empty()) return;
+    const int32_t t = queues_[r].top().task;
+    queues_[r].pop();
+    const Task& task = g_.tasks[static_cast<size_t>(t)];
+    const TimeNs after_resource = free_at_[r] + task.gap_ns;
+    const TimeNs ready = ready_at_[static_cast<size_t>(t)];
+    TimeNs start = std::max(now, ready);
+    int32_t binder = ready_from_[static_cast<size_t>(t)];
+    BindingKind binding = binder >= 0 ? BindingKind::kEdge : BindingKind::kNone;
+    if (after_resource >= start && last_on_resource_[r] >= 0) {
+      binder = last_on_resource_[r];
+      binding = BindingKind::kResource;
+    }
+    start = std::max(start, after_resource);
+    busy_[r] = 1;
+    s_.start_ns[static_cast<size_t>(t)] = start;
+    s_.binding_task[static_cast<size_t>(t)] = binder;
+    s_.binding_kind[static_cast<size_t>(t)] = binding;
+    // Launch edges release their heads from this task's start.
+    for (int32_t ei : g_.out_edges(t)) {
+      const Edge& e = g_.edges[static_cast<size_t>(ei)];
+      if (IsStartToStart(e.kind)) Release(e, start);
+    }
+    if (end_preds_[static_cast<size_t>(t)] == 0) {
+      ScheduleEnd(t);
+    } else {
+      waiting_end_[static_cast<size_t>(t)] = 1;
+    }
+  }
+
+  void ScheduleEnd(int32_t t) {
+    const auto i = static_cast<size_t>(t);
+    TimeNs end = s_.start_ns[i] + g_.tasks[i].duration_ns;
+    if (end_ready_at_[i] > end) {
+      end = end_ready_at_[i];
+      s_.binding_task[i] = end_ready_from_[i];
+      s_.binding_kind[i] = BindingKind::kEndEdge;
+    }
+    Push(end, t, EventType::kEnd);
+  }
+
+  void Release(const Edge& e, TimeNs anchor) {
+    const auto h = static_cast<size_t>(e.to);
+    const TimeNs when = anchor + e.lag_ns;
+    if (IsEndToEnd(e.kind)) {
+      if (when > end_ready_at_[h] || end_ready_from_[h] < 0) {
+        end_ready_at_[h] = std::max(end_ready_at_[h], when);
+        end_ready_from_[h] = e.from;
+      }
+      if (--end_preds_[h] == 0 && waiting_end_[h]) {
+        waiting_end_[h] = 0;
+        ScheduleEnd(e.to);
+      }
+      return;
+    }
+    if (when > ready_at_[h] || ready_from_[h] < 0) {
+      ready_at_[h] = std::max(ready_at_[h], when);
+      ready_from_[h] = e.from;
+    }
+    if (--start_preds_[h] == 0) Push(ready_at_[h], e.to, EventType::kReady);
+  }
+
+  void Finish(int32_t t, TimeNs now) {
+    const auto i = static_cast<size_t>(t);
+    const Task& task = g_.tasks[i];
+    const auto r = static_cast<size_t>(task.resource);
+    s_.end_ns[i] = now;
+    s_.busy_ns[r] += now - s_.start_ns[i];
+    free_at_[r] = now;
+    last_on_resource_[r] = t;
+    busy_[r] = 0;
+    for (int32_t ei : g_.out_edges(t)) {
+      const Edge& e = g_.edges[static_cast<size_t>(ei)];
+      if (!IsStartToStart(e.kind)) Release(e, now);
+    }
+    Dispatch(task.resource, now);
+  }
+
+  const Graph& g_;
+  Schedule s_;
+  std::vector<int32_t> start_preds_, end_preds_;
+  std::vector<TimeNs> ready_at_, end_ready_at_;
+  std::vector<int32_t> ready_from_, end_ready_from_;
+  std::vector<uint8_t> waiting_end_;
+  std::vector<TimeNs> free_at_;
+  std::vector<int32_t> last_on_resource_;
+  std::vector<uint8_t> busy_;
+  std::vector<std::priority_queue<ReadyEntry, std::vector<ReadyEntry>, WorseReady>> queues_;
+  std::priority_queue<SimEvent, std::vector<SimEvent>, LaterEvent> events_;
+  uint64_t seq_ = 0;
+};
+
+}  // namespace
+
+absl::StatusOr<Schedule> Simulate(const Graph& graph) {
+  if (!graph.has_adjacency()) {
+    return absl::FailedPreconditionError("Simulate: the graph's adjacency is stale; call BuildAdjacency()");
+  }
+  Simulation sim(graph);
+  return sim.Run();
+}
+
+std::vector<int32_t> CriticalPath(const Schedule& schedule, int32_t last) {
+  std::vector<int32_t> path;
+  int32_t t = last >= 0 ? last : schedule.last_task;
+  std::vector<uint8_t> seen(schedule.start_ns.size(), 0);
+  while (t >= 0 && !seen[static_cast<size_t>(t)]) {
+    seen[static_cast<size_t>(t)] = 1;
+    path.push_back(t);
+    t = schedule.binding_task[static_cast<size_t>(t)];
+  }
+  std::reverse(path.begin(), path.end());
+  return path;
+}
+
+}  // namespace daydream

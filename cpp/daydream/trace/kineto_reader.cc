@@ -1,0 +1,695 @@
+#include "daydream/trace/kineto_reader.h"
+
+#include <simdjson.h>
+
+#include <charconv>
+#include <cmath>
+#include <cstdlib>
+#include <optional>
+#include <string>
+#include <tuple>
+#include <utility>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "daydream/base/strings.h"
+#include "daydream/base/status_macros.h"
+#include "daydream/base/time.h"
+#include "daydream/trace/file_source.h"
+
+namespace daydream {
+namespace {
+
+namespace od = simdjson::ondemand;
+using simdjson::error_code;
+
+// A pid or tid: numeric in CPU/GPU events, a string in a few profiler spans.
+struct IdValue {
+  bool present = false;
+  bool is_text = false;
+  int64_t num = 0;
+  StringId text = 0;
+};
+
+// Everything one event may carry, collected before the event is committed
+// (JSON objects may list their fields in any order).
+struct EventScratch {
+  char ph = 0;
+  bool has_ph = false;
+  bool has_name = false;
+  bool has_ts = false;
+  bool has_dur = false;
+  bool has_id = false;
+  StringId category = 0;
+  IdValue pid;
+  IdValue tid;
+  int64_t flow_id = kUnset;
+  TraceEvent ev;
+  // Metadata ('M') args.
+  StringId meta_name = 0;
+  StringId meta_labels = 0;
+  int64_t meta_sort_index = kUnset;
+};
+
+std::string Quote(std::string_view s) { return StrCat("'", s, "'"); }
+
+std::string_view Trim(std::string_view s) {
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\n' || s.back() == '\r' || s.back() == '\t')) {
+    s.remove_suffix(1);
+  }
+  return s;
+}
+
+// Parses an integer token ("12", "-3", "12.0"); nullopt for other text.
+std::optional<int64_t> ParseIntToken(std::string_view text) {
+  text = Trim(text);
+  int64_t value = 0;
+  const char* begin = text.data();
+  const char* end = text.data() + text.size();
+  auto [ptr, ec] = std::from_chars(begin, end, value);
+  if (ec == std::errc() && ptr == end) return value;
+  // Integral floats ("12.0", "1e3").
+  std::string copy(text);
+  char* stop = nullptr;
+  const double d = std::strtod(copy.c_str(), &stop);
+  if (stop == copy.c_str() || *stop != '\0' || !std::isfinite(d) || std::fabs(d) >= 9.0e18 ||
+      d != std::floor(d)) {
+    return std::nullopt;
+  }
+  return static_cast<int64_t>(d);
+}
+
+class KinetoParser {
+ public:
+  KinetoParser(std::string_view json, const std::string& source, const ReadOptions& options)
+      : json_(json), source_(source), options_(options) {}
+
+  absl::StatusOr<Trace> Run() {
+    trace_.path = source_;
+    std::string_view body = Trim(json_);
+    size_t lead = 0;
+    while (lead < body.size() && (body[lead] == ' ' || body[lead] == '\n' || body[lead] == '\r' ||
+                                  body[lead] == '\t')) {
+      ++lead;
+    }
+    if (json_.empty()) return Invalid("the file is empty (0 bytes)");
+    if (lead == body.size()) return Invalid("the file holds only whitespace");
+    if (body[lead] != '{' && body[lead] != '[') {
+      return Invalid(StrCat("not JSON: a trace starts with '{' or '[', this file starts with ",
+                                  Quote(Printable(body.substr(lead, 16)))));
+    }
+    if (auto err = parser_.allocate(json_.size(), options_.max_depth); err != simdjson::SUCCESS) {
+      return absl::ResourceExhaustedError(
+          StrCat(source_, ": cannot allocate the JSON parser: ", simdjson::error_message(err)));
+    }
+    simdjson::padded_string_view view(json_.data(), json_.size(), json_.size() + JsonPadding());
+    if (auto err = parser_.iterate(view).get(doc_); err != simdjson::SUCCESS) {
+      return JsonError(err, -1, "");
+    }
+    od::json_type type;
+    if (auto err = doc_.type().get(type); err != simdjson::SUCCESS) return JsonError(err, -1, "");
+    if (type == od::json_type::array) {
+      od::array events;
+      if (auto err = doc_.get_array().get(events); err != simdjson::SUCCESS) {
+        return JsonError(err, -1, "");
+      }
+      DD_RETURN_IF_ERROR(ParseEvents(events));
+      saw_events_ = true;
+    } else if (type == od::json_type::object) {
+      od::object top;
+      if (auto err = doc_.get_object().get(top); err != simdjson::SUCCESS) {
+        return JsonError(err, -1, "");
+      }
+      DD_RETURN_IF_ERROR(ParseTop(top));
+    } else {
+      return Invalid("the top level must be an object with \"traceEvents\" or an array of events");
+    }
+    if (const char* rest = nullptr; doc_.current_location().get(rest) == simdjson::SUCCESS) {
+      return Invalid(StrCat("unexpected text after the end of the JSON document", LocationSuffix()));
+    }
+    if (!saw_events_) return Invalid("no \"traceEvents\" array in the top-level object");
+    if (trace_.events.empty()) return Invalid("the trace holds no events");
+    Finish();
+    return std::move(trace_);
+  }
+
+ private:
+  static std::string Printable(std::string_view s) {
+    std::string out;
+    for (char c : s) out.push_back((c >= 32 && c < 127) ? c : '?');
+    return out;
+  }
+
+  absl::Status Invalid(std::string_view msg) const {
+    return absl::InvalidArgumentError(StrCat(source_, ": ", msg));
+  }
+
+  absl::Status EventError(int64_t index, std::string_view msg) const {
+    return absl::InvalidArgumentError(StrCat(source_, ": event ", index, ": ", msg));
+  }
+
+  std::string LocationSuffix() {
+    const char* loc = nullptr;
+    if (doc_.current_location().get(loc) == simdjson::SUCCESS && loc != nullptr &&
+        loc >= json_.data() && loc <= json_.data() + json_.size()) {
+      return StrCat(" at byte ", loc - json_.data());
+    }
+    return "";
+  }
+
+  absl::Status JsonError(error_code err, int64_t index, std::string_view field) {
+    std::string what;
+    switch (err) {
+      case simdjson::INCOMPLETE_ARRAY_OR_OBJECT:
+      case simdjson::TAPE_ERROR:
+      case simdjson::UNCLOSED_STRING:
+        what = "the JSON is truncated or malformed";
+        break;
+      case simdjson::DEPTH_ERROR:
+        what = StrCat("JSON nesting deeper than ", options_.max_depth, " levels");
+        break;
+      case simdjson::CAPACITY:
+        what = "the file is too large for one JSON document (4 GiB)";
+        break;
+      case simdjson::INCORRECT_TYPE:
+        what = "a value has the wrong JSON type";
+        break;
+      case simdjson::UTF8_ERROR:
+        what = "the text is not valid UTF-8";
+        break;
+      default:
+        what = StrCat("invalid JSON (", simdjson::error_message(err), ")");
+        break;
+    }
+    std::string where = index >= 0 ? StrCat("event ", index, ": ") : "";
+    if (!field.empty()) StrAppend(&where, Quote(field), ": ");
+    return absl::InvalidArgumentError(StrCat(source_, ": ", where, what, LocationSuffix()));
+  }
+
+  absl::StatusOr<StringId> ReadString(od::value& v, int64_t index, std::string_view field) {
+    std::string_view s;
+    if (auto err = v.get_string().get(s); err != simdjson::SUCCESS) {
+      if (err == simdjson::INCORRECT_TYPE) {
+        return EventError(index, StrCat(Quote(field), " must be a string"));
+      }
+      return JsonError(err, index, field);
+    }
+    if (s.size() > options_.max_string_bytes) {
+      return EventError(index, StrCat(Quote(field), " is ", s.size(),
+                                            " bytes long (the limit is ", options_.max_string_bytes,
+                                            ")"));
+    }
+    return trace_.strings.Intern(s);
+  }
+
+  // Reads a time field (microseconds) into ns. Errors name the field.
+  absl::StatusOr<TimeNs> ReadTime(od::value& v, int64_t index, std::string_view field) {
+    od::json_type t;
+    if (auto err = v.type().get(t); err != simdjson::SUCCESS) return JsonError(err, index, field);
+    if (t != od::json_type::number) {
+      return EventError(index, StrCat(Quote(field), " must be a number of microseconds"));
+    }
+    const std::string_view raw = v.raw_json_token();
+    std::optional<TimeNs> ns = ParseMicrosToNs(raw);
+    if (!ns.has_value()) {
+      return EventError(index, StrCat(Quote(field), " is out of range (",
+                                            Printable(Trim(raw).substr(0, 40)), " us)"));
+    }
+    return *ns;
+  }
+
+  // Reads an optional integer arg; wrong types are counted, not fatal.
+  std::optional<int64_t> ReadIntArg(od::value& v, int64_t index, std::string_view field) {
+    od::json_type t;
+    if (v.type().get(t) != simdjson::SUCCESS) return std::nullopt;
+    std::optional<int64_t> out;
+    if (t == od::json_type::number) {
+      out = ParseIntToken(v.raw_json_token());
+    } else if (t == od::json_type::string) {
+      std::string_view s;
+      if (v.get_string().get(s) == simdjson::SUCCESS) out = ParseIntToken(s);
+    } else if (t == od::json_type::null) {
+      return std::nullopt;
+    }
+    if (!out.has_value()) {
+      trace_.warnings.Add("bad_arg_type",
+                          StrCat(source_, ": event ", index, ": arg ", Quote(field),
+                                       " is not an integer; ignored"));
+    }
+    return out;
+  }
+
+  absl::StatusOr<IdValue> ReadId(od::value& v, int64_t index, std::string_view field) {
+    od::json_type t;
+    if (auto err = v.type().get(t); err != simdjson::SUCCESS) return JsonError(err, index, field);
+    IdValue id;
+    id.present = true;
+    if (t == od::json_type::number) {
+      std::optional<int64_t> n = ParseIntToken(v.raw_json_token());
+      if (!n.has_value()) {
+        return EventError(index, StrCat(Quote(field), " must be an integer or a string"));
+      }
+      id.num = *n;
+      return id;
+    }
+    if (t == od::json_type::string) {
+      DD_ASSIGN_OR_RETURN(StringId s, ReadString(v, index, field));
+      std::optional<int64_t> n = ParseIntToken(trace_.strings.Get(s));
+      if (n.has_value() && !trace_.strings.Get(s).empty()) {
+        id.num = *n;
+      } else {
+        id.is_text = true;
+        id.text = s;
+      }
+      return id;
+    }
+    return EventError(index, StrCat(Quote(field), " must be an integer or a string"));
+  }
+
+  absl::Status ParseTop(od::object& top) {
+    for (auto field_result : top) {
+      od::field field;
+      if (auto err = std::move(field_result).get(field); err != simdjson::SUCCESS) return JsonError(err, -1, "");
+      const od::raw_json_string key = field.key();
+      od::value value = field.value();
+      if (key == "traceEvents") {
+        od::array events;
+        if (auto err = value.get_array().get(events); err != simdjson::SUCCESS) {
+          if (err == simdjson::INCORRECT_TYPE) return Invalid("\"traceEvents\" must be an array");
+          return JsonError(err, -1, "traceEvents");
+        }
+        DD_RETURN_IF_ERROR(ParseEvents(events));
+        saw_events_ = true;
+      } else if (key == "deviceProperties") {
+        od::array devices;
+        if (value.get_array().get(devices) != simdjson::SUCCESS) {
+          trace_.warnings.Add("bad_device_properties",
+                              StrCat(source_, ": \"deviceProperties\" is not an array; ignored"));
+          continue;
+        }
+        DD_RETURN_IF_ERROR(ParseDevices(devices));
+      } else if (key == "distributedInfo") {
+        od::object info;
+        if (value.get_object().get(info) != simdjson::SUCCESS) {
+          trace_.warnings.Add("bad_distributed_info",
+                              StrCat(source_, ": \"distributedInfo\" is not an object; ignored"));
+          continue;
+        }
+        DD_RETURN_IF_ERROR(ParseDistributedInfo(info));
+      } else if (key == "traceName") {
+        std::string_view s;
+        if (value.get_string().get(s) == simdjson::SUCCESS) trace_.trace_name = std::string(s);
+      } else if (key == "baseTimeNanoseconds") {
+        if (std::optional<int64_t> n = ReadIntArg(value, -1, "baseTimeNanoseconds")) {
+          trace_.base_time_ns = *n;
+        }
+      } else if (key == "schemaVersion") {
+        if (std::optional<int64_t> n = ReadIntArg(value, -1, "schemaVersion")) {
+          trace_.schema_version = *n;
+        }
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status ParseDevices(od::array& devices) {
+    for (auto item : devices) {
+      od::object obj;
+      if (auto err = item.get_object().get(obj); err != simdjson::SUCCESS) {
+        if (err != simdjson::INCORRECT_TYPE) return JsonError(err, -1, "deviceProperties");
+        continue;
+      }
+      DeviceProperties dev;
+      for (auto field_result : obj) {
+        od::field field;
+        if (auto err = std::move(field_result).get(field); err != simdjson::SUCCESS) {
+          return JsonError(err, -1, "deviceProperties");
+        }
+        const od::raw_json_string key = field.key();
+        od::value value = field.value();
+        if (key == "name") {
+          std::string_view s;
+          if (value.get_string().get(s) == simdjson::SUCCESS) dev.name = std::string(s);
+        } else if (key == "id") {
+          dev.id = static_cast<int32_t>(ReadIntArg(value, -1, "id").value_or(-1));
+        } else if (key == "totalGlobalMem") {
+          dev.total_global_mem = ReadIntArg(value, -1, "totalGlobalMem").value_or(0);
+        } else if (key == "computeMajor") {
+          dev.compute_major = static_cast<int32_t>(ReadIntArg(value, -1, "computeMajor").value_or(0));
+        } else if (key == "computeMinor") {
+          dev.compute_minor = static_cast<int32_t>(ReadIntArg(value, -1, "computeMinor").value_or(0));
+        } else if (key == "numSms") {
+          dev.num_sms = static_cast<int32_t>(ReadIntArg(value, -1, "numSms").value_or(0));
+        }
+      }
+      trace_.devices.push_back(std::move(dev));
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status ParseDistributedInfo(od::object& info) {
+    for (auto field_result : info) {
+      od::field field;
+      if (auto err = std::move(field_result).get(field); err != simdjson::SUCCESS) {
+        return JsonError(err, -1, "distributedInfo");
+      }
+      const od::raw_json_string key = field.key();
+      od::value value = field.value();
+      if (key == "rank") {
+        if (std::optional<int64_t> n = ReadIntArg(value, -1, "distributedInfo.rank")) {
+          trace_.rank = static_cast<int32_t>(*n);
+        }
+      } else if (key == "world_size") {
+        if (std::optional<int64_t> n = ReadIntArg(value, -1, "distributedInfo.world_size")) {
+          trace_.world_size = static_cast<int32_t>(*n);
+        }
+      } else if (key == "backend") {
+        std::string_view s;
+        if (value.get_string().get(s) == simdjson::SUCCESS) trace_.backend = std::string(s);
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status ParseEvents(od::array& events) {
+    trace_.events.reserve(json_.size() / 320 + 16);
+    int64_t index = 0;
+    for (auto item : events) {
+      od::value value;
+      if (auto err = std::move(item).get(value); err != simdjson::SUCCESS) return JsonError(err, index, "");
+      if (index >= options_.max_events) {
+        return Invalid(StrCat("more than ", options_.max_events, " events"));
+      }
+      DD_RETURN_IF_ERROR(ParseEvent(value, index));
+      ++index;
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status ParseArgs(od::value& value, EventScratch& s, int64_t index) {
+    od::object args;
+    if (auto err = value.get_object().get(args); err != simdjson::SUCCESS) {
+      if (err == simdjson::INCORRECT_TYPE) {
+        trace_.warnings.Add("bad_args", StrCat(source_, ": event ", index,
+                                                     ": 'args' is not an object; ignored"));
+        return absl::OkStatus();
+      }
+      return JsonError(err, index, "args");
+    }
+    TraceEvent& ev = s.ev;
+    for (auto field_result : args) {
+      od::field field;
+      if (auto err = std::move(field_result).get(field); err != simdjson::SUCCESS) {
+        return JsonError(err, index, "args");
+      }
+      const od::raw_json_string key = field.key();
+      od::value v = field.value();
+      if (key == "correlation") {
+        ev.correlation = ReadIntArg(v, index, "correlation").value_or(kUnset);
+      } else if (key == "External id") {
+        ev.external_id = ReadIntArg(v, index, "External id").value_or(kUnset);
+      } else if (key == "Sequence number") {
+        ev.sequence_number = ReadIntArg(v, index, "Sequence number").value_or(kUnset);
+      } else if (key == "Fwd thread id") {
+        ev.fwd_thread_id = ReadIntArg(v, index, "Fwd thread id").value_or(kUnset);
+      } else if (key == "Record function id") {
+        ev.record_function_id = ReadIntArg(v, index, "Record function id").value_or(kUnset);
+      } else if (key == "device") {
+        ev.device = static_cast<int32_t>(ReadIntArg(v, index, "device").value_or(-1));
+      } else if (key == "stream") {
+        ev.stream = ReadIntArg(v, index, "stream").value_or(kUnset);
+      } else if (key == "bytes" || key == "Bytes") {
+        ev.bytes = ReadIntArg(v, index, "bytes").value_or(kUnset);
+      } else if (key == "In msg nelems") {
+        ev.in_msg_nelems = ReadIntArg(v, index, "In msg nelems").value_or(kUnset);
+      } else if (key == "Out msg nelems") {
+        ev.out_msg_nelems = ReadIntArg(v, index, "Out msg nelems").value_or(kUnset);
+      } else if (key == "Group size") {
+        ev.group_size = static_cast<int32_t>(ReadIntArg(v, index, "Group size").value_or(-1));
+      } else if (key == "wait_on_stream") {
+        ev.wait_on_stream = ReadIntArg(v, index, "wait_on_stream").value_or(kUnset);
+      } else if (key == "wait_on_cuda_event_record_corr_id") {
+        ev.wait_on_event_record_correlation =
+            ReadIntArg(v, index, "wait_on_cuda_event_record_corr_id").value_or(kUnset);
+      } else if (key == "Input Dims") {
+        od::array dims;
+        std::string_view raw;
+        if (v.get_array().get(dims) == simdjson::SUCCESS && dims.raw_json().get(raw) == simdjson::SUCCESS) {
+          if (raw.size() <= options_.max_string_bytes) ev.input_dims = trace_.strings.Intern(raw);
+        }
+      } else if (key == "Collective name") {
+        DD_ASSIGN_OR_RETURN(ev.collective_name, ReadArgString(v, index, "Collective name"));
+      } else if (key == "dtype") {
+        DD_ASSIGN_OR_RETURN(ev.dtype, ReadArgString(v, index, "dtype"));
+      } else if (key == "cuda_sync_kind") {
+        DD_ASSIGN_OR_RETURN(ev.sync_kind, ReadArgString(v, index, "cuda_sync_kind"));
+      } else if (key == "name") {  // metadata events
+        DD_ASSIGN_OR_RETURN(s.meta_name, ReadArgString(v, index, "name"));
+      } else if (key == "labels") {
+        DD_ASSIGN_OR_RETURN(s.meta_labels, ReadArgString(v, index, "labels"));
+      } else if (key == "sort_index") {
+        s.meta_sort_index = ReadIntArg(v, index, "sort_index").value_or(kUnset);
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  // Optional string arg: non-strings are counted and ignored.
+  absl::StatusOr<StringId> ReadArgString(od::value& v, int64_t index, std::string_view field) {
+    od::json_type t;
+    if (auto err = v.type().get(t); err != simdjson::SUCCESS) return JsonError(err, index, field);
+    if (t != od::json_type::string) {
+      trace_.warnings.Add("bad_arg_type", StrCat(source_, ": event ", index, ": arg ",
+                                                       Quote(field), " is not a string; ignored"));
+      return 0;
+    }
+    return ReadString(v, index, field);
+  }
+
+  absl::Status ParseEvent(od::value& value, int64_t index) {
+    od::object obj;
+    if (auto err = value.get_object().get(obj); err != simdjson::SUCCESS) {
+      if (err == simdjson::INCORRECT_TYPE) return EventError(index, "not a JSON object");
+      return JsonError(err, index, "");
+    }
+    EventScratch s;
+    for (auto field_result : obj) {
+      od::field field;
+      if (auto err = std::move(field_result).get(field); err != simdjson::SUCCESS) return JsonError(err, index, "");
+      const od::raw_json_string key = field.key();
+      od::value v = field.value();
+      if (key == "ph") {
+        DD_ASSIGN_OR_RETURN(StringId ph, ReadString(v, index, "ph"));
+        const std::string_view text = trace_.strings.Get(ph);
+        if (text.size() != 1) return EventError(index, StrCat("'ph' is ", Quote(Printable(text.substr(0, 20))), ", not one letter"));
+        s.ph = text[0];
+        s.has_ph = true;
+      } else if (key == "name") {
+        DD_ASSIGN_OR_RETURN(s.ev.name, ReadString(v, index, "name"));
+        s.has_name = true;
+      } else if (key == "cat") {
+        DD_ASSIGN_OR_RETURN(s.category, ReadString(v, index, "cat"));
+      } else if (key == "ts") {
+        DD_ASSIGN_OR_RETURN(s.ev.ts_ns, ReadTime(v, index, "ts"));
+        s.has_ts = true;
+      } else if (key == "dur") {
+        DD_ASSIGN_OR_RETURN(s.ev.dur_ns, ReadTime(v, index, "dur"));
+        s.has_dur = true;
+      } else if (key == "pid") {
+        DD_ASSIGN_OR_RETURN(s.pid, ReadId(v, index, "pid"));
+      } else if (key == "tid") {
+        DD_ASSIGN_OR_RETURN(s.tid, ReadId(v, index, "tid"));
+      } else if (key == "id") {
+        DD_ASSIGN_OR_RETURN(IdValue id, ReadId(v, index, "id"));
+        if (!id.is_text) {
+          s.flow_id = id.num;
+          s.has_id = true;
+        }
+      } else if (key == "args") {
+        DD_RETURN_IF_ERROR(ParseArgs(v, s, index));
+      }
+    }
+    if (!s.has_ph) return EventError(index, "no 'ph' (event phase)");
+    return Commit(s, index);
+  }
+
+  int32_t TrackFor(const IdValue& pid, const IdValue& tid) {
+    const auto key = std::make_tuple(pid.is_text ? 0 : pid.num, tid.is_text ? 0 : tid.num,
+                                     pid.is_text ? pid.text : -1, tid.is_text ? tid.text : -1);
+    auto it = track_index_.find(key);
+    if (it != track_index_.end()) return it->second;
+    TraceTrack track;
+    track.pid = pid.is_text ? 0 : pid.num;
+    track.tid = tid.is_text ? 0 : tid.num;
+    track.pid_text = pid.is_text ? pid.text : 0;
+    track.tid_text = tid.is_text ? tid.text : 0;
+    const auto id = static_cast<int32_t>(trace_.tracks.size());
+    trace_.tracks.push_back(track);
+    track_index_.emplace(key, id);
+    return id;
+  }
+
+  absl::Status Commit(EventScratch& s, int64_t index) {
+    switch (s.ph) {
+      case 'X':
+      case 'i':
+      case 'I':
+        break;
+      case 's':
+      case 't':
+      case 'f': {
+        if (!s.has_id || !s.has_ts) {
+          trace_.warnings.Add("bad_flow", StrCat(source_, ": event ", index,
+                                                       ": flow event without 'id' or 'ts'; ignored"));
+          return absl::OkStatus();
+        }
+        TraceFlow flow;
+        flow.id = s.flow_id;
+        flow.ts_ns = s.ev.ts_ns;
+        flow.category = s.category;
+        flow.phase = s.ph;
+        flow.track = TrackFor(s.pid, s.tid);
+        trace_.flows.push_back(flow);
+        return absl::OkStatus();
+      }
+      case 'M':
+        CommitMetadata(s);
+        return absl::OkStatus();
+      default:
+        trace_.warnings.Add(StrCat("unsupported_phase_", std::string(1, s.ph)),
+                            StrCat(source_, ": event ", index, ": phase ",
+                                         Quote(std::string(1, s.ph)),
+                                         " is not read by daydream; ignored"));
+        return absl::OkStatus();
+    }
+    TraceEvent& ev = s.ev;
+    if (!s.has_ts) return EventError(index, "no 'ts'");
+    if (!s.has_name) return EventError(index, "no 'name'");
+    if (s.ph == 'X') {
+      if (!s.has_dur) return EventError(index, "complete event ('ph': 'X') has no 'dur'");
+      if (ev.dur_ns < 0) {
+        return EventError(index, StrCat("'dur' is negative (", NsToUs(ev.dur_ns), " us)"));
+      }
+      ev.kind = EventKindFromCategory(trace_.strings.Get(s.category));
+    } else {
+      ev.kind = EventKind::kInstant;
+      ev.instant = true;
+      ev.dur_ns = 0;
+    }
+    ev.track = TrackFor(s.pid, s.tid);
+    trace_.events.push_back(ev);
+    return absl::OkStatus();
+  }
+
+  void CommitMetadata(const EventScratch& s) {
+    const std::string_view name = trace_.strings.Get(s.ev.name);
+    const int32_t track = TrackFor(s.pid, s.tid);
+    TraceTrack& t = trace_.tracks[static_cast<size_t>(track)];
+    if (name == "process_name") {
+      meta_process_names_.emplace_back(track, s.meta_name);
+    } else if (name == "process_labels") {
+      meta_process_labels_.emplace_back(track, s.meta_labels);
+    } else if (name == "thread_name") {
+      t.thread_name = s.meta_name;
+    } else if (name == "thread_sort_index") {
+      t.sort_index = s.meta_sort_index;
+    }
+  }
+
+  void Finish() {
+    for (const TraceEvent& ev : trace_.events) {
+      TraceTrack& t = trace_.tracks[static_cast<size_t>(ev.track)];
+      ++t.num_events;
+      if (IsGpuKind(ev.kind)) t.gpu = true;
+    }
+    // Process-level metadata applies to every track of that pid.
+    auto apply = [&](const std::vector<std::pair<int32_t, StringId>>& items, bool label) {
+      for (const auto& [meta_track, value] : items) {
+        const TraceTrack& m = trace_.tracks[static_cast<size_t>(meta_track)];
+        for (TraceTrack& t : trace_.tracks) {
+          if (t.pid == m.pid && t.pid_text == m.pid_text) {
+            (label ? t.process_label : t.process_name) = value;
+          }
+        }
+      }
+    };
+    apply(meta_process_names_, false);
+    apply(meta_process_labels_, true);
+  }
+
+  std::string_view json_;
+  const std::string& source_;
+  const ReadOptions& options_;
+  od::parser parser_;
+  od::document doc_;
+  Trace trace_;
+  bool saw_events_ = false;
+  absl::flat_hash_map<std::tuple<int64_t, int64_t, StringId, StringId>, int32_t> track_index_;
+  std::vector<std::pair<int32_t, StringId>> meta_process_names_;
+  std::vector<std::pair<int32_t, StringId>> meta_process_labels_;
+};
+
+std::string BaseName(std::string_view path) {
+  const size_t slash = path.find_last_of('/');
+  return std::string(slash == std::string_view::npos ? path : path.substr(slash + 1));
+}
+
+}  // namespace
+
+size_t JsonPadding() { return simdjson::SIMDJSON_PADDING; }
+
+int32_t RankFromFileName(std::string_view file_name) {
+  const std::string name = BaseName(file_name);
+  auto digits_at = [&](size_t pos) -> int32_t {
+    size_t end = pos;
+    while (end < name.size() && end - pos < 7 && name[end] >= '0' && name[end] <= '9') ++end;
+    if (end == pos) return -1;
+    return static_cast<int32_t>(std::stoi(name.substr(pos, end - pos)));
+  };
+  for (const char* tag : {"rank", "worker"}) {
+    size_t pos = name.find(tag);
+    while (pos != std::string::npos) {
+      size_t p = pos + std::char_traits<char>::length(tag);
+      if (p < name.size() && (name[p] == '-' || name[p] == '_')) ++p;
+      if (const int32_t r = digits_at(p); r >= 0) return r;
+      pos = name.find(tag, pos + 1);
+    }
+  }
+  // "..._3.json", "..._3.json.gz", "...-3.pt.trace.json": a number of at most
+  // five digits right before the extension (longer ones are job or process ids).
+  size_t dot = name.find('.');
+  if (dot == std::string::npos || dot == 0) return -1;
+  size_t start = dot;
+  while (start > 0 && name[start - 1] >= '0' && name[start - 1] <= '9') --start;
+  if (start == dot || start == 0 || dot - start > 5 || (name[start - 1] != '_' && name[start - 1] != '-')) {
+    return -1;
+  }
+  return digits_at(start);
+}
+
+absl::StatusOr<Trace> ParseTraceJson(std::string_view json, const std::string& source,
+                                     const ReadOptions& options) {
+  KinetoParser parser(json, source, options);
+  return parser.Run();
+}
+
+absl::StatusOr<Trace> ParseTraceText(const std::string& text, const std::string& source,
+                                     const ReadOptions& options) {
+  std::string padded = text;
+  padded.append(JsonPadding(), '\0');
+  return ParseTraceJson(std::string_view(padded.data(), text.size()), source, options);
+}
+
+absl::StatusOr<Trace> ReadTraceFile(const std::string& path, const ReadOptions& options) {
+  FileSourceOptions source_options;
+  source_options.max_bytes = options.max_bytes;
+  DD_ASSIGN_OR_RETURN(std::string bytes, ReadTraceBytes(path, JsonPadding(), source_options));
+  DD_ASSIGN_OR_RETURN(Trace trace, ParseTraceJson(bytes, path, options));
+  if (trace.rank < 0) {
+    trace.rank = RankFromFileName(path);
+    trace.rank_from_file_name = trace.rank >= 0;
+  }
+  return trace;
+}
+
+}  // namespace daydream

@@ -1,0 +1,53 @@
+// Reader for Kineto / Chrome-trace JSON as torch.profiler writes it: plain or
+// gzip, object form ({"traceEvents": [...]}) or a bare array, every category
+// name from 2021 to today. Parsed with simdjson On-Demand.
+#ifndef DAYDREAM_TRACE_KINETO_READER_H_
+#define DAYDREAM_TRACE_KINETO_READER_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "absl/status/statusor.h"
+#include "daydream/trace/trace.h"
+
+namespace daydream {
+
+struct ReadOptions {
+  // Longest string accepted in any field (names of C++ template kernels run to
+  // tens of KB; a longer one means a broken or hostile file).
+  size_t max_string_bytes = size_t{4} << 20;
+  // Most events accepted in one file.
+  int64_t max_events = int64_t{1} << 31;
+  // Deepest JSON nesting accepted.
+  size_t max_depth = 64;
+  // Decompression limit for gzip files.
+  uint64_t max_bytes = uint64_t{64} << 30;
+};
+
+// Reads the trace file at `path` (plain or gzip). Errors name the file and,
+// where there is one, the event index and field: "t.json: event 12: 'dur' is
+// negative (-4)". The rank comes from distributedInfo, else from the file
+// name (RankFromFileName), else stays -1.
+absl::StatusOr<Trace> ReadTraceFile(const std::string& path, const ReadOptions& options = {});
+
+// Parses JSON already in memory. `json` must be followed by at least
+// kJsonPadding readable bytes (see ReadTraceBytes). `source` names it in errors.
+absl::StatusOr<Trace> ParseTraceJson(std::string_view json, const std::string& source,
+                                     const ReadOptions& options = {});
+
+// Parses a JSON string held in a std::string (copies it to add padding).
+absl::StatusOr<Trace> ParseTraceText(const std::string& text, const std::string& source = "<memory>",
+                                     const ReadOptions& options = {});
+
+// Bytes of padding the parser needs after the JSON text.
+size_t JsonPadding();
+
+// Rank encoded in a trace file name: "rank-3", "rank3", "rank_3", "worker3",
+// "..._3.json" (a number right before the extension). -1 when none.
+int32_t RankFromFileName(std::string_view file_name);
+
+}  // namespace daydream
+
+#endif  // DAYDREAM_TRACE_KINETO_READER_H_
