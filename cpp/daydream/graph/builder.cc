@@ -187,7 +187,7 @@ class Builder {
       const TraceEvent& ev = trace_.events[i];
       if (ev.instant || !IsCpuRangeKind(ev.kind)) continue;
       const TraceTrack& track = trace_.tracks[static_cast<size_t>(ev.track)];
-      if (track.gpu || track.pid_text != 0) continue;
+      if (track.gpu || track.pid_is_text) continue;
       by_track[static_cast<size_t>(ev.track)].push_back(static_cast<int32_t>(i));
     }
     std::vector<uint8_t> has_task_child(trace_.events.size(), 0);
@@ -498,12 +498,22 @@ class Builder {
     return it == list.end() ? kNone : it->task;
   }
 
-  // A copy that started before its call returned was submitted from inside
-  // the call (cudaMemcpy; cudaMemcpyAsync from pageable memory, which stages
-  // and submits chunk by chunk).
+  // Work that started before its call returned was submitted from inside the
+  // call: cudaMemcpy; cudaMemcpyAsync from pageable memory, which stages and
+  // submits chunk by chunk; a launch that blocked because the launch queue
+  // was full.
   bool IsBlockingLaunch(int32_t call, int32_t activity) const {
     if (ClassifySyncCall(graph_.TaskName(call)) == SyncCall::kBlockingCopy) return true;
-    return graph_.tasks[static_cast<size_t>(activity)].kind == TaskKind::kMemcpy && Start(activity) < End(call);
+    return Start(activity) < End(call);
+  }
+
+  // A call that returned only after the copy it submitted had finished waited
+  // for it.
+  bool WaitedForOwnCopy(int32_t call, int32_t activity) const {
+    const TaskKind kind = graph_.tasks[static_cast<size_t>(activity)].kind;
+    return blocking_[static_cast<size_t>(activity)] && End(activity) <= End(call) &&
+           (kind == TaskKind::kMemcpy || kind == TaskKind::kMemset ||
+            ClassifySyncCall(graph_.TaskName(call)) == SyncCall::kBlockingCopy);
   }
 
   // When the launch of `k` lets it start, with typical latencies: an
@@ -831,10 +841,8 @@ class Builder {
           }
           if (a != kNone) w.awaited.push_back(a);
         }
-        // A call that returned only after the copy it submitted finished
-        // blocked on it.
         for (int32_t k : launched_by[static_cast<size_t>(id)]) {
-          if (blocking_[static_cast<size_t>(k)] && End(k) <= ce) {
+          if (WaitedForOwnCopy(id, k)) {
             w.awaited.push_back(k);
             task.kind = TaskKind::kSync;
           }

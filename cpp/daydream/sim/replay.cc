@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <map>
 #include <string>
 
@@ -40,44 +41,49 @@ CriticalPathSummary SummarizeCriticalPath(const Graph& graph, const Schedule& sc
                                           size_t top) {
   CriticalPathSummary out;
   std::map<std::string, TimeNs> by_kind, by_phase, by_resource, by_name;
-  TimeNs idle = 0;
+  auto clip = [&](TimeNs lo, TimeNs hi) { return std::max<TimeNs>(0, std::min(hi, to_ns) - std::max(lo, from_ns)); };
   auto credit = [&](int32_t t, TimeNs lo, TimeNs hi) {
-    lo = std::max(lo, from_ns);
-    hi = std::min(hi, to_ns);
-    if (hi <= lo) return;
+    const TimeNs d = clip(lo, hi);
+    if (d <= 0) return;
     const Task& task = graph.tasks[static_cast<size_t>(t)];
-    by_kind[std::string(TaskKindName(task.kind))] += hi - lo;
-    by_phase[std::string(PhaseName(task.phase))] += hi - lo;
-    by_resource[std::string(graph.Str(graph.resources[static_cast<size_t>(task.resource)].name))] += hi - lo;
-    by_name[std::string(graph.Str(task.name))] += hi - lo;
+    by_kind[std::string(TaskKindName(task.kind))] += d;
+    by_phase[std::string(PhaseName(task.phase))] += d;
+    by_resource[std::string(graph.Str(graph.resources[static_cast<size_t>(task.resource)].name))] += d;
+    by_name[std::string(graph.Str(task.name))] += d;
   };
-  auto wait = [&](TimeNs lo, TimeNs hi) {
-    lo = std::max(lo, from_ns);
-    hi = std::min(hi, to_ns);
-    if (hi > lo) idle += hi - lo;
+  // Time between two tasks of the path: the resource's own gap (framework
+  // overhead on a CPU thread, launch overhead between kernels) when the later
+  // task waited for its resource, else a latency (launch, wake-up, sync).
+  auto between = [&](int32_t t, TimeNs lo, TimeNs hi) {
+    const TimeNs d = clip(lo, hi);
+    if (d <= 0) return;
+    const auto i = static_cast<size_t>(t);
+    std::string key = "latency";
+    if (schedule.binding_kind[i] == BindingKind::kResource || schedule.binding_kind[i] == BindingKind::kNone) {
+      const ResourceKind rk = graph.resources[static_cast<size_t>(graph.tasks[i].resource)].kind;
+      key = rk == ResourceKind::kCpuThread ? "cpu_gap" : "gpu_gap";
+    }
+    by_kind[key] += d;
   };
   TimeNs cursor = to_ns;
+  int32_t later = -1;  // the path task after the current one
   for (auto it = path.rbegin(); it != path.rend() && cursor > from_ns; ++it) {
     const auto t = static_cast<size_t>(*it);
     const TimeNs start = schedule.start_ns[t], end = schedule.end_ns[t];
+    TimeNs own_from = start;
     if (schedule.binding_kind[t] == BindingKind::kEndEdge && schedule.binding_task[t] >= 0) {
       // Held open by the work it waited on: only its tail is its own.
-      const TimeNs released = std::max(start, schedule.end_ns[static_cast<size_t>(schedule.binding_task[t])]);
-      const TimeNs run_end = std::min(end, cursor);
-      wait(run_end, cursor);
-      credit(*it, released, run_end);
-      cursor = std::min(cursor, released);
-      ++out.num_tasks;
-      continue;
+      own_from = std::max(start, schedule.end_ns[static_cast<size_t>(schedule.binding_task[t])]);
     }
     const TimeNs run_end = std::min(end, cursor);
-    wait(run_end, cursor);
-    credit(*it, start, run_end);
-    cursor = std::min(cursor, start);
+    if (later >= 0) between(later, run_end, cursor);
+    else by_kind["after_last_task"] += clip(run_end, cursor);
+    credit(*it, own_from, run_end);
+    cursor = std::min(cursor, own_from);
+    later = *it;
     ++out.num_tasks;
   }
-  wait(from_ns, cursor);
-  if (idle > 0) by_kind["idle"] += idle;
+  if (later >= 0) between(later, from_ns, cursor);
   out.length_ns = std::max<TimeNs>(0, to_ns - from_ns);
   out.by_kind = Sorted(by_kind, 64);
   out.by_phase = Sorted(by_phase, 64);
@@ -118,6 +124,39 @@ ReplayReport MakeReplayReport(const Graph& graph, const Schedule& schedule) {
     path_end = graph.iterations.back().end_task;
     window_begin = report.iterations.front().begin_ns;
     window_end = report.iterations.back().end_ns;
+  }
+  // GPU fidelity: spans per iteration and start errors per task.
+  std::vector<TimeNs> rec_lo(report.iterations.size(), 0), rec_hi(report.iterations.size(), 0);
+  std::vector<TimeNs> sim_lo(report.iterations.size(), 0), sim_hi(report.iterations.size(), 0);
+  std::vector<uint8_t> seen(report.iterations.size(), 0);
+  std::vector<TimeNs> start_errors;
+  for (size_t t = 0; t < graph.tasks.size(); ++t) {
+    const Task& task = graph.tasks[t];
+    if (graph.resources[static_cast<size_t>(task.resource)].kind != ResourceKind::kGpuStream) continue;
+    const TimeNs recorded = task.recorded_start_ns - graph.origin_ns;
+    start_errors.push_back(std::abs(schedule.start_ns[t] - recorded));
+    const size_t i = report.whole_trace ? 0 : static_cast<size_t>(task.iteration);
+    if (!report.whole_trace && task.iteration < 0) continue;
+    const TimeNs rec_end = recorded + task.duration_ns;
+    if (!seen[i]) {
+      seen[i] = 1;
+      rec_lo[i] = recorded, rec_hi[i] = rec_end, sim_lo[i] = schedule.start_ns[t], sim_hi[i] = schedule.end_ns[t];
+    } else {
+      rec_lo[i] = std::min(rec_lo[i], recorded);
+      rec_hi[i] = std::max(rec_hi[i], rec_end);
+      sim_lo[i] = std::min(sim_lo[i], schedule.start_ns[t]);
+      sim_hi[i] = std::max(sim_hi[i], schedule.end_ns[t]);
+    }
+  }
+  for (size_t i = 0; i < report.iterations.size(); ++i) {
+    if (!seen[i]) continue;
+    report.iterations[i].gpu_measured_ns = rec_hi[i] - rec_lo[i];
+    report.iterations[i].gpu_replayed_ns = sim_hi[i] - sim_lo[i];
+  }
+  if (!start_errors.empty()) {
+    std::sort(start_errors.begin(), start_errors.end());
+    report.gpu_start_error_p50_ns = start_errors[start_errors.size() / 2];
+    report.gpu_start_error_p95_ns = start_errors[std::min(start_errors.size() - 1, start_errors.size() * 95 / 100)];
   }
   report.median_error_pct = Median(errors);
   double sum = 0;

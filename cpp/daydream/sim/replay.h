@@ -22,6 +22,10 @@ struct IterationReplay {
   TimeNs begin_ns = 0;  // replayed span, simulation clock
   TimeNs end_ns = 0;
   double error_pct = 0;  // 100 * (replayed - measured) / measured
+  // Span of the iteration's GPU work (first GPU task start to last end),
+  // recorded and replayed; 0 when the iteration launched no GPU work.
+  TimeNs gpu_measured_ns = 0;
+  TimeNs gpu_replayed_ns = 0;
 };
 
 // One row of a breakdown: a name and the time attributed to it.
@@ -33,7 +37,10 @@ struct TimeShare {
 struct CriticalPathSummary {
   TimeNs length_ns = 0;     // from the first to the last task on the path
   int64_t num_tasks = 0;
-  std::vector<TimeShare> by_kind;      // task kinds, plus "wait" for time no task ran
+  // Task kinds, plus the time between path tasks: "cpu_gap" (framework time
+  // on a CPU thread), "gpu_gap" (between back-to-back kernels), "latency"
+  // (launch, wake-up, sync), "after_last_task" (window end past the last task).
+  std::vector<TimeShare> by_kind;
   std::vector<TimeShare> by_phase;
   std::vector<TimeShare> by_resource;
   std::vector<TimeShare> top_tasks;    // longest tasks on the path (name, time on path)
@@ -46,6 +53,10 @@ struct ReplayReport {
   double median_error_pct = 0;  // median of |error_pct|
   double mean_error_pct = 0;    // mean of |error_pct|
   TimeNs makespan_ns = 0;
+  // How far replayed GPU task starts land from the recorded ones (absolute,
+  // after aligning both clocks at the graph origin): median and 95th percentile.
+  TimeNs gpu_start_error_p50_ns = 0;
+  TimeNs gpu_start_error_p95_ns = 0;
   CriticalPathSummary critical_path;
 };
 

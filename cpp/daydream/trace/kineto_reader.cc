@@ -106,6 +106,7 @@ class KinetoParser {
     if (auto err = parser_.iterate(view).get(doc_); err != simdjson::SUCCESS) {
       return JsonError(err, -1, "");
     }
+    doc_started_ = true;
     od::json_type type;
     if (auto err = doc_.type().get(type); err != simdjson::SUCCESS) return JsonError(err, -1, "");
     if (type == od::json_type::array) {
@@ -150,8 +151,9 @@ class KinetoParser {
 
   std::string LocationSuffix() {
     const char* loc = nullptr;
-    if (doc_.current_location().get(loc) == simdjson::SUCCESS && loc != nullptr &&
-        loc >= json_.data() && loc <= json_.data() + json_.size()) {
+    // A document whose iteration never started has no location to ask for.
+    if (doc_started_ && doc_.current_location().get(loc) == simdjson::SUCCESS && loc != nullptr &&
+        loc > json_.data() && loc <= json_.data() + json_.size()) {
       return StrCat(" at byte ", loc - json_.data());
     }
     return "";
@@ -521,6 +523,8 @@ class KinetoParser {
     TraceTrack track;
     track.pid = pid.is_text ? 0 : pid.num;
     track.tid = tid.is_text ? 0 : tid.num;
+    track.pid_is_text = pid.is_text;
+    track.tid_is_text = tid.is_text;
     track.pid_text = pid.is_text ? pid.text : 0;
     track.tid_text = tid.is_text ? tid.text : 0;
     const auto id = static_cast<int32_t>(trace_.tracks.size());
@@ -607,7 +611,7 @@ class KinetoParser {
       for (const auto& [meta_track, value] : items) {
         const TraceTrack& m = trace_.tracks[static_cast<size_t>(meta_track)];
         for (TraceTrack& t : trace_.tracks) {
-          if (t.pid == m.pid && t.pid_text == m.pid_text) {
+          if (t.pid == m.pid && t.pid_is_text == m.pid_is_text && t.pid_text == m.pid_text) {
             (label ? t.process_label : t.process_name) = value;
           }
         }
@@ -624,6 +628,7 @@ class KinetoParser {
   od::document doc_;
   Trace trace_;
   bool saw_events_ = false;
+  bool doc_started_ = false;
   absl::flat_hash_map<std::tuple<int64_t, int64_t, StringId, StringId>, int32_t> track_index_;
   std::vector<std::pair<int32_t, StringId>> meta_process_names_;
   std::vector<std::pair<int32_t, StringId>> meta_process_labels_;

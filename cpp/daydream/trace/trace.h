@@ -93,8 +93,10 @@ struct TraceFlow {
 struct TraceTrack {
   int64_t pid = 0;
   int64_t tid = 0;
-  StringId pid_text = 0;      // set when the pid was a string
-  StringId tid_text = 0;      // set when the tid was a string
+  bool pid_is_text = false;   // the pid was a non-numeric string (e.g. "Spans")
+  bool tid_is_text = false;
+  StringId pid_text = 0;      // that string
+  StringId tid_text = 0;
   StringId process_name = 0;  // from 'M' process_name
   StringId process_label = 0; // from 'M' process_labels ("CPU", "GPU 0")
   StringId thread_name = 0;   // from 'M' thread_name

@@ -1,0 +1,90 @@
+# daydream — build, test, demo.
+#
+#   make demo    replay the bundled real GPU trace: summary, replay table, timeline
+#   make test    C++ tests (ctest) + Python tests (pytest)
+#   make bench   benchmarks (docs/performance.md)
+#   make replay-accuracy   replay every trace in ../shared/traces (docs/accuracy.md)
+#
+# On a fresh Debian machine these install what is missing: system packages with
+# apt-get (sudo when not root), Python packages into .venv. Stamps in .stamps/
+# keep re-runs fast.
+
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DEFAULT_GOAL := test
+
+PYTHON ?= python3
+VENV := .venv
+VPY := $(VENV)/bin/python
+STAMPS := .stamps
+JOBS ?= $(shell nproc 2>/dev/null || echo 2)
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+
+APT_PACKAGES := g++ make pkg-config libabsl-dev libprotobuf-dev protobuf-compiler libsimdjson-dev \
+                zlib1g-dev catch2 libbenchmark-dev python3-venv
+PY_BUILD_DEPS := scikit-build-core>=0.10 pybind11>=2.12 cmake>=3.18 ninja
+PY_TEST_DEPS := pytest>=7
+
+CPP_BUILD := build/cpp
+CMAKE := $(VENV)/bin/cmake
+DEMO_TRACE := examples/traces/resnet-v100-ddp1-rank0.pt.trace.json.gz
+SOURCES := $(shell find cpp proto python tests/cpp benchmarks -type f \( -name '*.cc' -o -name '*.h' -o -name '*.proto' -o -name '*.py' -o -name '*.pyi' \) 2>/dev/null) CMakeLists.txt pyproject.toml
+
+.PHONY: demo test cpp-test py-test deps venv install bench replay-accuracy clean
+
+# --- environment -------------------------------------------------------------
+$(STAMPS)/apt: Makefile
+	@mkdir -p $(STAMPS)
+	@missing=$$(for p in $(APT_PACKAGES); do dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "install ok installed" || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+	  echo "installing system packages:" $$missing; \
+	  $(SUDO) apt-get update -qq; \
+	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $$missing; \
+	fi
+	@touch $@
+
+$(STAMPS)/venv: $(STAMPS)/apt Makefile
+	@[ -x $(VPY) ] || $(PYTHON) -m venv $(VENV)
+	$(VPY) -m pip install -q --disable-pip-version-check "$(PY_BUILD_DEPS)" "$(PY_TEST_DEPS)" 2>&1 | grep -v "^WARNING: Location" || true
+	@$(VPY) -c "import scikit_build_core, pybind11, pytest" && touch $@
+
+deps: $(STAMPS)/venv
+
+# The Python package, editable, built by scikit-build-core into build/py/.
+$(STAMPS)/install: $(STAMPS)/venv $(SOURCES)
+	$(VPY) -m pip install -q --disable-pip-version-check --no-build-isolation -e . 2>&1 | grep -v "^WARNING: Location" || true
+	@$(VPY) -c "import daydream._core" && touch $@
+
+install: $(STAMPS)/install
+
+# --- C++ ---------------------------------------------------------------------
+$(CPP_BUILD)/build.ninja: $(STAMPS)/venv CMakeLists.txt
+	$(CMAKE) -S . -B $(CPP_BUILD) -G Ninja -DCMAKE_MAKE_PROGRAM=$(abspath $(VENV))/bin/ninja \
+	  -DDAYDREAM_BUILD_TESTS=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo
+
+cpp-test: $(CPP_BUILD)/build.ninja
+	$(CMAKE) --build $(CPP_BUILD) -j $(JOBS)
+	cd $(CPP_BUILD) && ../../$(VENV)/bin/ctest --output-on-failure -j $(JOBS)
+
+# --- Python ------------------------------------------------------------------
+py-test: $(STAMPS)/install
+	$(VPY) -m pytest -q tests/python
+
+test: cpp-test py-test
+
+demo: $(STAMPS)/install
+	@mkdir -p build/demo
+	@echo "== daydream info $(DEMO_TRACE)"
+	@$(VENV)/bin/daydream info $(DEMO_TRACE)
+	@echo
+	@echo "== daydream replay $(DEMO_TRACE) --timeline build/demo/replay-timeline.json"
+	@$(VENV)/bin/daydream replay $(DEMO_TRACE) --timeline build/demo/replay-timeline.json
+
+bench: $(STAMPS)/venv
+	PATH=$(abspath $(VENV))/bin:$$PATH bash benchmarks/run_bench.sh
+
+replay-accuracy: $(STAMPS)/install
+	$(VPY) benchmarks/replay_accuracy.py --traces ../shared/traces --doc docs/accuracy.md --json benchmarks/out/replay_accuracy.json
+
+clean:
+	rm -rf build $(STAMPS)

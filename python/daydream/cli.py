@@ -1,0 +1,190 @@
+"""The ``daydream`` command line.
+
+    daydream info TRACE [--json]
+    daydream replay TRACE [--json] [--timeline OUT.json]
+
+TRACE is a trace file (``.json`` or ``.json.gz``) or a directory of per-rank
+trace files. Bad input exits with status 2 and one line on stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+from typing import Any, Dict, List, NoReturn, Optional, Sequence
+
+from . import __version__, api
+from ._core import DaydreamError
+
+EXIT_BAD_INPUT = 2
+EXIT_INTERNAL = 3
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, but usage errors are one line on stderr and exit 2."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_BAD_INPUT, f"daydream: error: {message} (see 'daydream --help')\n")
+
+
+def _fmt_count(n: int) -> str:
+    return f"{n:,}"
+
+
+def _info_dict(trace: Any) -> Dict[str, Any]:
+    summary = trace.summary()
+    graph = api.build_graph(trace)
+    return {
+        "trace": summary["path"],
+        "trace_name": summary["trace_name"],
+        "rank": summary["rank"],
+        "world_size": summary["world_size"],
+        "backend": summary["backend"],
+        "events": summary["num_events"],
+        "events_by_kind": summary["events_by_kind"],
+        "flows_by_category": summary["flows_by_category"],
+        "threads": summary["threads"],
+        "streams": summary["streams"],
+        "devices": summary["devices"],
+        "iterations": [{"name": it["name"], "measured_ms": it["measured_ms"]} for it in graph.iterations],
+        "graph": graph.summary(),
+        "warnings": summary["warnings"] + [w for w in graph.warnings if w not in summary["warnings"]],
+    }
+
+
+def _print_info(info: Dict[str, Any]) -> None:
+    p = print
+    p(f"trace       {info['trace']}")
+    if info["rank"] >= 0 or info["world_size"] > 0:
+        ws = f" of {info['world_size']}" if info["world_size"] > 0 else ""
+        backend = f" ({info['backend']})" if info["backend"] else ""
+        p(f"rank        {info['rank']}{ws}{backend}")
+    for d in info["devices"][:1]:
+        cc = ".".join(str(x) for x in d["compute_capability"])
+        p(f"device      {d['name']} (compute {cc}, {d['num_sms']} SMs, {d['total_memory_bytes'] / 2**30:.1f} GiB)"
+          + (f", +{len(info['devices']) - 1} more listed" if len(info["devices"]) > 1 else ""))
+    kinds = sorted(info["events_by_kind"].items(), key=lambda kv: -kv[1])
+    p(f"events      {_fmt_count(info['events'])}: " + ", ".join(f"{k} {_fmt_count(v)}" for k, v in kinds))
+    threads = sorted(info["threads"], key=lambda t: -t["events"])
+    p(f"threads     {len(threads)}: " + ", ".join(f"{t['name']} ({_fmt_count(t['events'])})" for t in threads[:6])
+      + (" ..." if len(threads) > 6 else ""))
+    streams = sorted(info["streams"], key=lambda t: -t["events"])
+    p(f"streams     {len(streams)}: "
+      + ", ".join(f"GPU {s['pid']} {s['name'].strip()} ({_fmt_count(s['events'])})" for s in streams[:6])
+      + (" ..." if len(streams) > 6 else ""))
+    g = info["graph"]
+    p(f"graph       {_fmt_count(g['num_tasks'])} tasks, {_fmt_count(g['num_edges'])} edges, "
+      f"{g['num_resources']} resources, {g['num_layers']} layers")
+    phases = {k: v for k, v in g["tasks_by_phase"].items() if v}
+    p("phases      " + ", ".join(f"{k} {_fmt_count(v)}" for k, v in phases.items()))
+    its = info["iterations"]
+    if its:
+        p(f"iterations  {len(its)}: " + ", ".join(f"{it['name']} {it['measured_ms']:.3f} ms" for it in its[:8])
+          + (" ..." if len(its) > 8 else ""))
+    else:
+        p("iterations  none (no ProfilerStep#N or Optimizer.step ranges): replay covers the whole trace")
+    for w in info["warnings"]:
+        p(f"warning     {w['count']} x {w['kind']}: {w['example']}")
+
+
+def _cmd_info(args: argparse.Namespace) -> int:
+    path = args.trace
+    if os.path.isdir(path):
+        job = api.load_job(path)
+        infos = [_info_dict(t) for t in job.traces]
+        if args.json:
+            json.dump({"trace": path, "ranks": infos, "warnings": job.warnings}, sys.stdout, indent=1)
+            print()
+            return 0
+        print(f"job         {path}: {len(infos)} ranks")
+        for info in infos:
+            print()
+            _print_info(info)
+        return 0
+    info = _info_dict(api.load_trace(path))
+    if args.json:
+        json.dump(info, sys.stdout, indent=1)
+        print()
+    else:
+        _print_info(info)
+    return 0
+
+
+def _cmd_replay(args: argparse.Namespace) -> int:
+    result = api.replay(args.trace)
+    if args.timeline:
+        result.timeline(args.timeline)
+    if args.json:
+        out = result.to_dict()
+        if args.timeline:
+            out["timeline"] = args.timeline
+        json.dump(out, sys.stdout, indent=1)
+        print()
+        return 0
+    if isinstance(result, api.JobReplayResult):
+        print(f"job {result.trace}: {len(result.ranks)} ranks, median |error| {result.median_error_pct:.2f}%")
+        for r in result.ranks:
+            print(f"\nrank {r.rank}: {r.trace}")
+            print(api.format_replay_table(r))
+    else:
+        print(f"trace {result.trace}")
+        print(api.format_replay_table(result))
+    if args.timeline:
+        print(f"timeline written to {args.timeline} (open it in https://ui.perfetto.dev)")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog="daydream",
+        description="Replay and predict training iterations from PyTorch profiler traces.",
+    )
+    parser.add_argument("--version", action="version", version=f"daydream {__version__}")
+    parser.add_argument("-v", "--verbose", action="store_true", help="log warnings while reading")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    sub.required = True
+
+    info = sub.add_parser("info", help="what a trace holds: events, threads, streams, ranks, iterations")
+    info.add_argument("trace", metavar="TRACE", help="trace file (.json, .json.gz) or directory of rank traces")
+    info.add_argument("--json", action="store_true", help="print one JSON object")
+    info.set_defaults(func=_cmd_info)
+
+    replay = sub.add_parser("replay", help="replay each iteration; measured vs replayed time")
+    replay.add_argument("trace", metavar="TRACE", help="trace file (.json, .json.gz) or directory of rank traces")
+    replay.add_argument("--json", action="store_true", help="print one JSON object")
+    replay.add_argument("--timeline", metavar="OUT.json", help="write the replayed schedule for ui.perfetto.dev")
+    replay.set_defaults(func=_cmd_replay)
+    return parser
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.WARNING if args.verbose else logging.ERROR,
+                        format="daydream: warning: %(message)s")
+    try:
+        return int(args.func(args))
+    except DaydreamError as e:
+        print(f"daydream: error: {e}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except BrokenPipeError:
+        # The reader went away (`daydream ... | head`): nothing more to say.
+        sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - silence the flush at exit
+        return 0
+    except OSError as e:
+        print(f"daydream: error: {e}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except KeyboardInterrupt:
+        print("daydream: interrupted", file=sys.stderr)
+        return 130
+    except Exception as e:  # noqa: BLE001 - the CLI must end with one line, never a traceback
+        logging.getLogger("daydream").debug("internal error", exc_info=True)
+        print(f"daydream: internal error: {type(e).__name__}: {e} (please report it)", file=sys.stderr)
+        return EXIT_INTERNAL
+
+
+if __name__ == "__main__":
+    sys.exit(main())
