@@ -45,7 +45,7 @@ $(STAMPS)/apt: Makefile
 
 $(STAMPS)/venv: $(STAMPS)/apt Makefile
 	@[ -x $(VPY) ] || $(PYTHON) -m venv $(VENV)
-	$(VPY) -m pip install -q --disable-pip-version-check "$(PY_BUILD_DEPS)" "$(PY_TEST_DEPS)" 2>&1 | grep -v "^WARNING: Location" || true
+	$(VPY) -m pip install -q --disable-pip-version-check $(foreach p,$(PY_BUILD_DEPS) $(PY_TEST_DEPS),'$(p)') 2>&1 | grep -v "^WARNING: Location" || true
 	@$(VPY) -c "import scikit_build_core, pybind11, pytest" && touch $@
 
 deps: $(STAMPS)/venv
