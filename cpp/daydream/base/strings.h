@@ -9,7 +9,7 @@
 #include <string>
 #include <string_view>
 
-#include "daydream/base/strings.h"
+#include "absl/strings/str_cat.h"
 
 namespace daydream {
 namespace strings_internal {

@@ -54,6 +54,20 @@ std::string Metadata(std::string_view what, int64_t pid, int64_t tid, std::strin
                       ",\"args\":{\"name\":", Quoted(name), "}}");
 }
 
+// The Kineto category of a task kind, so a written timeline reads back as a
+// trace (daydream's own kind goes into args).
+std::string_view KinetoCategory(TaskKind kind) {
+  switch (kind) {
+    case TaskKind::kRuntime:
+    case TaskKind::kSync: return "cuda_runtime";
+    case TaskKind::kKernel:
+    case TaskKind::kCollective: return "kernel";
+    case TaskKind::kMemcpy: return "gpu_memcpy";
+    case TaskKind::kMemset: return "gpu_memset";
+    default: return "cpu_op";
+  }
+}
+
 }  // namespace
 
 void TimelineWriter::Add(const Graph& graph, const Schedule& schedule, const std::string& label) {
@@ -81,11 +95,14 @@ void TimelineWriter::Add(const Graph& graph, const Schedule& schedule, const std
     const Task& task = graph.tasks[t];
     const Resource& res = graph.resources[static_cast<size_t>(task.resource)];
     const TimeNs start = graph.origin_ns + schedule.start_ns[t];
-    std::string ev = StrCat("{\"ph\":\"X\",\"cat\":\"", TaskKindName(task.kind), "\",\"name\":",
-                                  Quoted(graph.Str(task.name)), ",\"pid\":", resource_pid[static_cast<size_t>(task.resource)],
-                                  ",\"tid\":", res.thread, ",\"ts\":", Micros(start),
-                                  ",\"dur\":", Micros(schedule.end_ns[t] - schedule.start_ns[t]),
-                                  ",\"args\":{\"task\":", t, ",\"phase\":\"", PhaseName(task.phase), "\"");
+    std::string ev = StrCat("{\"ph\":\"X\",\"cat\":\"", KinetoCategory(task.kind), "\",\"name\":",
+                            Quoted(graph.Str(task.name)), ",\"pid\":", resource_pid[static_cast<size_t>(task.resource)],
+                            ",\"tid\":", res.thread, ",\"ts\":", Micros(start),
+                            ",\"dur\":", Micros(schedule.end_ns[t] - schedule.start_ns[t]),
+                            ",\"args\":{\"task\":", t, ",\"kind\":\"", TaskKindName(task.kind),
+                            "\",\"phase\":\"", PhaseName(task.phase), "\"");
+    if (task.correlation >= 0) StrAppend(&ev, ",\"correlation\":", task.correlation);
+    if (res.kind == ResourceKind::kGpuStream) StrAppend(&ev, ",\"device\":", res.process, ",\"stream\":", res.thread);
     if (task.layer >= 0) {
       StrAppend(&ev, ",\"layer\":", Quoted(graph.Str(graph.layers[static_cast<size_t>(task.layer)].name)));
     }

@@ -978,14 +978,15 @@ class Builder {
     if (graph_.iterations.empty()) return;
     std::vector<TimeNs> bounds;
     for (const Iteration& it : graph_.iterations) bounds.push_back(it.recorded_begin_ns);
-    const Iteration& last = graph_.iterations.back();
-    const TimeNs last_end = last.recorded_begin_ns + last.measured_ns;
     for (size_t id = 0; id < graph_.tasks.size(); ++id) {
       const int32_t l = launcher_[id];
       const TimeNs t = l != kNone ? Start(l) : graph_.tasks[id].recorded_start_ns;
       auto it = std::upper_bound(bounds.begin(), bounds.end(), t);
-      if (it == bounds.begin() || t >= last_end) continue;
-      graph_.tasks[id].iteration = static_cast<int32_t>(std::prev(it) - bounds.begin());
+      if (it == bounds.begin()) continue;
+      const auto i = static_cast<size_t>(std::prev(it) - bounds.begin());
+      const Iteration& window = graph_.iterations[i];
+      if (t >= window.recorded_begin_ns + window.measured_ns) continue;  // between windows
+      graph_.tasks[id].iteration = static_cast<int32_t>(i);
     }
   }
 

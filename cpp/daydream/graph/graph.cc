@@ -135,20 +135,35 @@ absl::Status Graph::Validate() const {
   const auto n = static_cast<int64_t>(tasks.size());
   const auto num_resources = static_cast<int64_t>(resources.size());
   auto bad = [](std::string msg) { return absl::FailedPreconditionError(std::move(msg)); };
+  for (size_t r = 0; r < resources.size(); ++r) {
+    const auto kind = static_cast<int>(resources[r].kind);
+    if (kind < 0 || kind >= kNumResourceKinds) return bad(StrCat("resource ", r, ": unknown kind ", kind));
+    if (resources[r].name < 0 || static_cast<size_t>(resources[r].name) >= strings.size()) {
+      return bad(StrCat("resource ", r, ": name id ", resources[r].name, " out of range"));
+    }
+  }
+  const auto num_iterations = static_cast<int64_t>(iterations.size());
   for (int64_t i = 0; i < n; ++i) {
     const Task& t = tasks[static_cast<size_t>(i)];
+    if (t.name < 0 || static_cast<size_t>(t.name) >= strings.size()) {
+      return bad(StrCat("task ", i, ": name id ", t.name, " out of range"));
+    }
     if (t.resource < 0 || t.resource >= num_resources) {
       return bad(StrCat("task ", i, " (", Str(t.name), "): resource ", t.resource,
-                              " does not exist (", num_resources, " resources)"));
+                        " does not exist (", num_resources, " resources)"));
     }
     if (t.duration_ns < 0 || t.gap_ns < 0) {
       return bad(StrCat("task ", i, " (", Str(t.name), "): negative duration or gap"));
     }
-    if (t.name < 0 || static_cast<size_t>(t.name) >= strings.size()) {
-      return bad(StrCat("task ", i, ": name id ", t.name, " out of range"));
-    }
     if (t.layer < -1 || t.layer >= static_cast<int64_t>(layers.size())) {
       return bad(StrCat("task ", i, ": layer ", t.layer, " does not exist"));
+    }
+    if (t.iteration < -1 || t.iteration >= num_iterations) {
+      return bad(StrCat("task ", i, ": iteration ", t.iteration, " does not exist (", num_iterations,
+                        " iterations)"));
+    }
+    if (static_cast<int>(t.kind) >= kNumTaskKinds || static_cast<int>(t.phase) >= kNumPhases) {
+      return bad(StrCat("task ", i, ": unknown kind or phase"));
     }
   }
   for (size_t i = 0; i < edges.size(); ++i) {
@@ -231,7 +246,7 @@ GraphSummary Summarize(const Graph& graph) {
   s.num_tensors = static_cast<int64_t>(graph.tensors.size());
   s.num_iterations = static_cast<int64_t>(graph.iterations.size());
   std::vector<int64_t> by_kind(kNumTaskKinds, 0), by_phase(kNumPhases, 0), by_edge(kNumEdgeKinds, 0);
-  std::vector<int64_t> by_resource(4, 0);
+  std::vector<int64_t> by_resource(kNumResourceKinds, 0);
   for (const Task& t : graph.tasks) {
     ++by_kind[static_cast<size_t>(t.kind)];
     ++by_phase[static_cast<size_t>(t.phase)];
@@ -248,7 +263,7 @@ GraphSummary Summarize(const Graph& graph) {
   for (int k = 1; k < kNumEdgeKinds; ++k) {
     s.edges_by_kind.emplace_back(std::string(EdgeKindName(static_cast<EdgeKind>(k))), by_edge[static_cast<size_t>(k)]);
   }
-  for (int k = 1; k < 4; ++k) {
+  for (int k = 1; k < kNumResourceKinds; ++k) {
     s.resources_by_kind.emplace_back(std::string(ResourceKindName(static_cast<ResourceKind>(k))),
                                      by_resource[static_cast<size_t>(k)]);
   }

@@ -72,6 +72,7 @@ enum class ResourceKind : uint8_t {
   kGpuStream,
   kCommChannel,
 };
+inline constexpr int kNumResourceKinds = 4;
 
 enum class TensorRole : uint8_t {
   kUnspecified = 0,

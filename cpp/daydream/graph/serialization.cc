@@ -146,6 +146,7 @@ absl::StatusOr<Graph> DeserializeGraph(const std::string& bytes, const std::stri
   auto string_ok = [&](int64_t id) { return id >= 0 && id < num_strings; };
   for (const pb::Resource& pr : in.resources()) {
     if (!string_ok(pr.name())) return bad("resource name out of range");
+    if (pr.kind() < 0 || pr.kind() >= kNumResourceKinds) return bad(StrCat("unknown resource kind ", pr.kind()));
     Resource r;
     r.kind = static_cast<ResourceKind>(pr.kind());
     r.process = pr.process();

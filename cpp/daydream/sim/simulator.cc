@@ -68,18 +68,35 @@ class Simulation {
     for (size_t t = 0; t < n; ++t) {
       if (start_preds_[t] == 0) Push(0, static_cast<int32_t>(t), EventType::kReady);
     }
+    // All events of one instant are applied before any resource picks its
+    // next task, so tasks that become ready together compete by priority and
+    // id, not by which event happened to be handled first.
     size_t finished = 0;
+    std::vector<int32_t> touched;
+    std::vector<uint8_t> is_touched(g_.resources.size(), 0);
     while (!events_.empty()) {
-      const SimEvent ev = events_.top();
-      events_.pop();
-      if (ev.type == EventType::kReady) {
+      const TimeNs now = events_.top().time;
+      while (!events_.empty() && events_.top().time == now) {
+        const SimEvent ev = events_.top();
+        events_.pop();
         const Task& task = g_.tasks[static_cast<size_t>(ev.task)];
-        queues_[static_cast<size_t>(task.resource)].push(ReadyEntry{task.priority, ev.task});
-        Dispatch(task.resource, ev.time);
-      } else {
-        ++finished;
-        Finish(ev.task, ev.time);
+        if (ev.type == EventType::kReady) {
+          queues_[static_cast<size_t>(task.resource)].push(ReadyEntry{task.priority, ev.task});
+        } else {
+          ++finished;
+          Finish(ev.task, ev.time);
+        }
+        if (!is_touched[static_cast<size_t>(task.resource)]) {
+          is_touched[static_cast<size_t>(task.resource)] = 1;
+          touched.push_back(task.resource);
+        }
       }
+      std::sort(touched.begin(), touched.end());
+      for (int32_t r : touched) {
+        is_touched[static_cast<size_t>(r)] = 0;
+        Dispatch(r, now);
+      }
+      touched.clear();
     }
     if (finished != n) {
       for (size_t t = 0; t < n; ++t) {
@@ -180,7 +197,6 @@ class Simulation {
       const Edge& e = g_.edges[static_cast<size_t>(ei)];
       if (!IsStartToStart(e.kind)) Release(e, now);
     }
-    Dispatch(task.resource, now);
   }
 
   const Graph& g_;

@@ -35,14 +35,16 @@ absl::StatusOr<std::string> GunzipBuffer(const std::string& compressed, const st
   if (inflateInit2(&zs, 16 + MAX_WBITS) != Z_OK) {
     return absl::InternalError(StrCat(source, ": zlib initialisation failed"));
   }
-  // The gzip trailer holds the uncompressed size modulo 2^32: a good first guess.
+  // The gzip trailer holds the uncompressed size modulo 2^32: a good first
+  // guess, but only where deflate could have produced it (at most ~1032x the
+  // input); a truncated or hostile file can claim anything there.
   uint64_t guess = compressed.size() * 4;
   if (compressed.size() >= 4) {
     const auto* tail = reinterpret_cast<const unsigned char*>(compressed.data() + compressed.size() - 4);
     const uint64_t isize = tail[0] | (tail[1] << 8) | (tail[2] << 16) | (uint64_t{tail[3]} << 24);
-    guess = std::max<uint64_t>(guess, isize);
+    if (isize <= uint64_t{compressed.size()} * 1032) guess = std::max<uint64_t>(guess, isize);
   }
-  guess = std::min<uint64_t>(guess, options.max_bytes);
+  guess = std::clamp<uint64_t>(guess, 4096, std::max<uint64_t>(options.max_bytes, 1));
   std::string out;
   out.resize(static_cast<size_t>(guess) + 1);
   size_t produced = 0;

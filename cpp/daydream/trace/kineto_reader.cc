@@ -98,7 +98,7 @@ class KinetoParser {
       return Invalid(StrCat("not JSON: a trace starts with '{' or '[', this file starts with ",
                                   Quote(Printable(body.substr(lead, 16)))));
     }
-    if (auto err = parser_.allocate(json_.size(), options_.max_depth); err != simdjson::SUCCESS) {
+    if (auto err = parser_.allocate(json_.size()); err != simdjson::SUCCESS) {
       return absl::ResourceExhaustedError(
           StrCat(source_, ": cannot allocate the JSON parser: ", simdjson::error_message(err)));
     }
@@ -168,7 +168,7 @@ class KinetoParser {
         what = "the JSON is truncated or malformed";
         break;
       case simdjson::DEPTH_ERROR:
-        what = StrCat("JSON nesting deeper than ", options_.max_depth, " levels");
+        what = "JSON nesting deeper than the parser supports";
         break;
       case simdjson::CAPACITY:
         what = "the file is too large for one JSON document (4 GiB)";
@@ -185,7 +185,58 @@ class KinetoParser {
     }
     std::string where = index >= 0 ? StrCat("event ", index, ": ") : "";
     if (!field.empty()) StrAppend(&where, Quote(field), ": ");
-    return absl::InvalidArgumentError(StrCat(source_, ": ", where, what, LocationSuffix()));
+    std::string location = LocationSuffix();
+    if (err != simdjson::INCORRECT_TYPE) {
+      // Structural errors: one scan of the text (on this error path only)
+      // tells a truncated file from text after a complete document.
+      const StructureScan scan = ScanStructure(json_);
+      if (!scan.root_closed) {
+        what = "the JSON is truncated: the top-level value is never closed";
+        location = StrCat(" (", json_.size(), " bytes read)");
+      } else if (scan.trailing_at != std::string_view::npos) {
+        what = "unexpected text after the end of the JSON document";
+        location = StrCat(" at byte ", scan.trailing_at);
+        where.clear();
+      }
+    }
+    return absl::InvalidArgumentError(StrCat(source_, ": ", where, what, location));
+  }
+
+  // Where the top-level value of `text` closes, ignoring brackets in strings.
+  struct StructureScan {
+    bool root_closed = false;
+    size_t trailing_at = std::string_view::npos;  // first non-space byte after the root
+  };
+  static StructureScan ScanStructure(std::string_view text) {
+    StructureScan out;
+    int64_t depth = 0;
+    bool in_string = false, escaped = false, started = false;
+    size_t i = 0;
+    for (; i < text.size(); ++i) {
+      const char c = text[i];
+      if (in_string) {
+        if (escaped) escaped = false;
+        else if (c == '\\') escaped = true;
+        else if (c == '"') in_string = false;
+        continue;
+      }
+      if (c == '"') in_string = true;
+      else if (c == '{' || c == '[') ++depth, started = true;
+      else if (c == '}' || c == ']') --depth;
+      if (started && depth <= 0) {
+        out.root_closed = true;
+        ++i;
+        break;
+      }
+    }
+    for (; out.root_closed && i < text.size(); ++i) {
+      const char c = text[i];
+      if (c != ' ' && c != '\n' && c != '\r' && c != '\t' && c != '\0') {
+        out.trailing_at = i;
+        break;
+      }
+    }
+    return out;
   }
 
   absl::StatusOr<StringId> ReadString(od::value& v, int64_t index, std::string_view field) {

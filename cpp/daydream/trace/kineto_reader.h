@@ -20,8 +20,9 @@ struct ReadOptions {
   size_t max_string_bytes = size_t{4} << 20;
   // Most events accepted in one file.
   int64_t max_events = int64_t{1} << 31;
-  // Deepest JSON nesting accepted.
-  size_t max_depth = 64;
+  // (No nesting limit is needed: nothing recurses. Values daydream does not
+  // read are skipped iteratively, however deep; where a field it reads holds
+  // nested arrays instead of what it expects, the type check rejects it.)
   // Decompression limit for gzip files.
   uint64_t max_bytes = uint64_t{64} << 30;
 };

@@ -1,0 +1,303 @@
+"""Capturing training iterations in-process with torch.profiler.
+
+Three lines in a training loop::
+
+    prof = daydream.Profiler(warmup=2, active=3, model=model, optimizer=opt)
+    with prof:
+        for batch in loader:
+            train_step(batch)
+            prof.step()
+    graph = prof.graph
+
+or one call for a model and a batch::
+
+    graph = daydream.profile(model, inputs, target=labels, loss_fn=nn.CrossEntropyLoss())
+
+What the profiler alone does not know is written into the trace itself as
+record_function ranges, so a saved trace carries it too:
+
+- ``daydream.module: <qualified name>`` around every ``nn.Module`` forward
+  (names from ``named_modules()``); the graph's layers come from them, and
+  backward ops join their forward layer through autograd's sequence number;
+- ``daydream.grad: <name>|<dtype>|<shape>|<bytes>`` when a parameter's
+  gradient has been accumulated (``register_post_accumulate_grad_hook``); the
+  graph's gradient tensors come from them, each produced by the task that ran
+  just before.
+
+torch is imported only when a Profiler is created.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import os
+import shutil
+import tempfile
+from typing import Any, Callable, Dict, List, Optional, Sequence
+
+from . import api
+from ._core import DaydreamError, Graph
+
+_log = logging.getLogger("daydream")
+
+MODULE_PREFIX = "daydream.module: "
+GRAD_PREFIX = "daydream.grad: "
+
+
+def _torch() -> Any:
+    try:
+        import torch  # noqa: PLC0415 - torch is optional and heavy
+    except ImportError as e:  # pragma: no cover - exercised only without torch
+        raise DaydreamError("daydream.Profiler needs PyTorch: pip install torch") from e
+    return torch
+
+
+def grad_marker(name: str, dtype: str, shape: Sequence[int], nbytes: int) -> str:
+    """The range name that marks ``name``'s gradient as ready."""
+    dims = ",".join(str(int(d)) for d in shape)
+    return f"{GRAD_PREFIX}{name}|{dtype}|[{dims}]|{int(nbytes)}"
+
+
+class _ModelHooks:
+    """Forward ranges per module and gradient-ready markers per parameter."""
+
+    def __init__(self, model: Any, record_function: Any) -> None:
+        self._handles: List[Any] = []
+        self._open: Dict[int, List[Any]] = {}
+        self._record_function = record_function
+        root_name = type(model).__name__
+        for name, module in model.named_modules():
+            qualified = name or root_name
+            self._handles.append(module.register_forward_pre_hook(functools.partial(self._enter, qualified)))
+            self._handles.append(
+                module.register_forward_hook(functools.partial(self._exit, qualified), always_call=True)
+            )
+        seen = set()
+        for name, param in model.named_parameters():
+            if id(param) in seen or not param.requires_grad:
+                continue
+            seen.add(id(param))
+            dtype = str(param.dtype).replace("torch.", "")
+            marker = grad_marker(name, dtype, tuple(param.shape), param.numel() * param.element_size())
+            self._handles.append(param.register_post_accumulate_grad_hook(functools.partial(self._grad, marker)))
+
+    def _enter(self, name: str, module: Any, args: Any) -> None:
+        rf = self._record_function(MODULE_PREFIX + name)
+        rf.__enter__()
+        self._open.setdefault(id(module), []).append(rf)
+
+    def _exit(self, name: str, module: Any, args: Any, output: Any) -> None:
+        stack = self._open.get(id(module))
+        if stack:
+            stack.pop().__exit__(None, None, None)
+
+    def _grad(self, marker: str, param: Any) -> None:
+        with self._record_function(marker):
+            pass
+
+    def remove(self) -> None:
+        for h in self._handles:
+            h.remove()
+        self._handles.clear()
+        self._open.clear()
+
+
+class Profiler:
+    """Records training iterations and turns them into a :class:`daydream.Graph`.
+
+    Like ``torch.profiler.schedule``: ``wait`` steps ignored, ``warmup`` steps
+    profiled and discarded, then ``active`` steps recorded. Call :meth:`step`
+    once per training iteration. CPU activity is always recorded, CUDA
+    activity when a GPU is available.
+
+    ``model`` adds layers and gradient tensors; ``optimizer`` is accepted so
+    the optimizer step can be recognized even when it is not
+    ``torch.optim.Optimizer`` (torch's own optimizers annotate themselves).
+
+    Example::
+
+        prof = daydream.Profiler(warmup=2, active=3, model=model)
+        with prof:
+            for x, y in loader:
+                train_step(x, y)
+                prof.step()
+        prof.graph.summary()["tasks_by_phase"]
+        prof.save_trace("run.pt.trace.json.gz")
+    """
+
+    def __init__(
+        self,
+        warmup: int = 2,
+        active: int = 3,
+        *,
+        wait: int = 0,
+        model: Any = None,
+        optimizer: Any = None,
+        record_shapes: bool = True,
+        cuda: Optional[bool] = None,
+    ) -> None:
+        if warmup < 0 or wait < 0 or active < 1:
+            raise DaydreamError(f"Profiler: need wait >= 0, warmup >= 0, active >= 1 (got {wait}, {warmup}, {active})")
+        self.wait, self.warmup, self.active = wait, warmup, active
+        self.model, self.optimizer = model, optimizer
+        self.record_shapes = record_shapes
+        self._cuda = cuda
+        self._dir = tempfile.mkdtemp(prefix="daydream-")
+        self._trace_path: Optional[str] = None
+        self._graph: Optional[Graph] = None
+        self._prof: Any = None
+        self._hooks: Optional[_ModelHooks] = None
+        self._steps = 0
+
+    # -- lifecycle ----------------------------------------------------------
+    def start(self) -> "Profiler":
+        torch = _torch()
+        from torch.profiler import ProfilerActivity, profile, schedule  # noqa: PLC0415
+
+        activities = [ProfilerActivity.CPU]
+        cuda = torch.cuda.is_available() if self._cuda is None else self._cuda
+        if cuda:
+            activities.append(ProfilerActivity.CUDA)
+        self._prof = profile(
+            activities=activities,
+            schedule=schedule(wait=self.wait, warmup=self.warmup, active=self.active, repeat=1),
+            on_trace_ready=self._on_ready,
+            record_shapes=self.record_shapes,
+        )
+        if self.model is not None:
+            self._hooks = _ModelHooks(self.model, torch.autograd.profiler.record_function)
+        self._prof.__enter__()
+        return self
+
+    def step(self) -> None:
+        """Marks the end of one training iteration."""
+        if self._prof is None:
+            raise DaydreamError("Profiler.step() called outside `with profiler:` (or before start())")
+        self._prof.step()
+        self._steps += 1
+
+    def stop(self) -> None:
+        if self._prof is None:
+            return
+        try:
+            self._prof.__exit__(None, None, None)
+        finally:
+            self._prof = None
+            if self._hooks is not None:
+                self._hooks.remove()
+                self._hooks = None
+
+    def __enter__(self) -> "Profiler":
+        return self.start()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()
+
+    def __del__(self) -> None:
+        shutil.rmtree(getattr(self, "_dir", ""), ignore_errors=True)
+
+    def _on_ready(self, prof: Any) -> None:
+        path = os.path.join(self._dir, "trace.json")
+        prof.export_chrome_trace(path)
+        self._trace_path = path
+        self._graph = None
+
+    # -- results ------------------------------------------------------------
+    @property
+    def trace_path(self) -> str:
+        """The recorded Kineto trace (a temporary file; see :meth:`save_trace`)."""
+        if self._trace_path is None:
+            needed = self.wait + self.warmup + self.active
+            raise DaydreamError(
+                f"Profiler: no trace recorded yet: {self._steps} step() calls made, "
+                f"{needed} needed (wait={self.wait}, warmup={self.warmup}, active={self.active})"
+            )
+        return self._trace_path
+
+    @property
+    def graph(self) -> Graph:
+        """The graph of the active iterations."""
+        if self._graph is None:
+            self._graph = api.build_graph(api.load_trace(self.trace_path))
+        return self._graph
+
+    def save_trace(self, path: str) -> None:
+        """Copies the recorded trace to ``path`` (gzip when it ends in .gz)."""
+        src = self.trace_path
+        if path.endswith(".gz"):
+            import gzip  # noqa: PLC0415
+
+            with open(src, "rb") as f, gzip.open(path, "wb") as out:
+                shutil.copyfileobj(f, out)
+        else:
+            shutil.copyfile(src, path)
+
+
+def _default_loss(output: Any) -> Any:
+    torch = _torch()
+    if isinstance(output, torch.Tensor):
+        return output.float().pow(2).mean()
+    if isinstance(output, (tuple, list)) and output and isinstance(output[0], torch.Tensor):
+        return output[0].float().pow(2).mean()
+    if isinstance(output, dict) and "loss" in output:
+        return output["loss"]
+    raise DaydreamError("profile(): cannot make a loss from the model's output; pass loss_fn=")
+
+
+def training_step(
+    model: Any,
+    inputs: Any,
+    target: Any = None,
+    loss_fn: Optional[Callable[..., Any]] = None,
+    optimizer: Any = None,
+) -> Callable[[], None]:
+    """A standard training step for ``model``: forward, loss, backward, optimizer step.
+
+    The loss is ``loss_fn(output, target)`` when a target is given,
+    ``loss_fn(output)`` when only a loss is, the mean of the output squared
+    when neither is. The optimizer defaults to SGD(lr=0.01).
+    """
+    torch = _torch()
+    if optimizer is None:
+        optimizer = torch.optim.SGD([p for p in model.parameters() if p.requires_grad], lr=0.01)
+    args = inputs if isinstance(inputs, (tuple, list)) else (inputs,)
+
+    def step() -> None:
+        optimizer.zero_grad(set_to_none=True)
+        output = model(*args)
+        if loss_fn is not None:
+            loss = loss_fn(output, target) if target is not None else loss_fn(output)
+        else:
+            loss = _default_loss(output)
+        loss.backward()
+        optimizer.step()
+
+    return step
+
+
+def profile(
+    model: Any,
+    inputs: Any,
+    target: Any = None,
+    loss_fn: Optional[Callable[..., Any]] = None,
+    optimizer: Any = None,
+    warmup: int = 2,
+    active: int = 3,
+) -> Graph:
+    """Profiles ``warmup + active`` standard training steps of ``model`` on
+    ``inputs`` (on the device the model is on) and returns the graph of the
+    active ones.
+
+    Example::
+
+        graph = daydream.profile(model, torch.randn(32, 64))
+        [layer.name for layer in graph.layers()]
+    """
+    step = training_step(model, inputs, target, loss_fn, optimizer)
+    prof = Profiler(warmup=warmup, active=active, model=model, optimizer=optimizer)
+    with prof:
+        for _ in range(warmup + active):
+            step()
+            prof.step()
+    return prof.graph

@@ -1,0 +1,322 @@
+// Tests for daydream/graph/graph.h: validation, summaries, CSR adjacency.
+#include "daydream/graph/graph.h"
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <catch2/catch.hpp>
+
+using namespace daydream;
+
+namespace {
+
+// A CPU thread and a GPU stream; tasks are added by the tests.
+struct Fixture {
+  Graph g;
+  int32_t cpu = -1;
+  int32_t gpu = -1;
+
+  Fixture() {
+    cpu = g.AddResource(Resource{ResourceKind::kCpuThread, 100, 101, g.strings.Intern("thread 101")});
+    gpu = g.AddResource(Resource{ResourceKind::kGpuStream, 0, 7, g.strings.Intern("stream 7")});
+  }
+
+  int32_t Add(const std::string& name, int32_t resource, TimeNs duration, TaskKind kind = TaskKind::kCpuOp,
+              Phase phase = Phase::kForward) {
+    Task t;
+    t.name = g.strings.Intern(name);
+    t.resource = resource;
+    t.duration_ns = duration;
+    t.kind = kind;
+    t.phase = phase;
+    return g.AddTask(t);
+  }
+};
+
+std::string Msg(const absl::Status& s) { return std::string(s.message()); }
+
+int64_t Count(const std::vector<std::pair<std::string, int64_t>>& rows, const std::string& key) {
+  for (const auto& [name, n] : rows) {
+    if (name == key) return n;
+  }
+  return -1;
+}
+
+}  // namespace
+
+TEST_CASE("Validate accepts a well-formed graph", "[graph]") {
+  Fixture f;
+  const int32_t a = f.Add("cudaLaunchKernel", f.cpu, 10, TaskKind::kRuntime);
+  const int32_t b = f.Add("cudaDeviceSynchronize", f.cpu, 5, TaskKind::kSync);
+  const int32_t k = f.Add("kernel", f.gpu, 50, TaskKind::kKernel);
+  f.g.AddEdge(a, b, EdgeKind::kSequential);
+  f.g.AddEdge(a, k, EdgeKind::kLaunch, 3);
+  f.g.AddEdge(k, b, EdgeKind::kSync, 2);
+  f.g.AddLayer(Layer{f.g.strings.Intern("fc"), -1});
+  f.g.tasks[static_cast<size_t>(a)].layer = 0;
+  f.g.iterations.push_back(Iteration{f.g.strings.Intern("ProfilerStep#1"), a, b, 0, 0, 100, 0});
+  Tensor t;
+  t.producer = k;
+  f.g.AddTensor(t);
+  CHECK(f.g.Validate().ok());
+}
+
+TEST_CASE("Validate catches a dangling edge", "[graph]") {
+  Fixture f;
+  f.Add("a", f.cpu, 1);
+  f.Add("b", f.cpu, 1);
+  f.g.AddEdge(0, 5, EdgeKind::kSequential);
+  const absl::Status s = f.g.Validate();
+  REQUIRE_FALSE(s.ok());
+  CHECK(absl::IsFailedPrecondition(s));
+  CHECK(Msg(s) == "edge 0 (sequential): dangling end 0 -> 5 (2 tasks)");
+  Fixture g2;
+  g2.Add("a", g2.cpu, 1);
+  g2.g.AddEdge(-1, 0, EdgeKind::kLaunch);
+  CHECK_THAT(Msg(g2.g.Validate()), Catch::Contains("dangling end -1 -> 0"));
+}
+
+TEST_CASE("Validate catches a self edge", "[graph]") {
+  Fixture f;
+  f.Add("a", f.cpu, 1);
+  f.Add("b", f.cpu, 1);
+  f.g.AddEdge(0, 1, EdgeKind::kSequential);
+  f.g.AddEdge(1, 1, EdgeKind::kThread);
+  CHECK(Msg(f.g.Validate()) == "edge 1: task 1 depends on itself");
+}
+
+TEST_CASE("Validate catches a cycle of ordinary edges", "[graph]") {
+  Fixture f;
+  f.Add("a", f.cpu, 1);
+  f.Add("b", f.cpu, 1);
+  f.Add("c", f.gpu, 1, TaskKind::kKernel);
+  f.g.AddEdge(0, 1, EdgeKind::kSequential);
+  f.g.AddEdge(1, 2, EdgeKind::kLaunch);
+  f.g.AddEdge(2, 0, EdgeKind::kStreamWait);
+  const absl::Status s = f.g.Validate();
+  REQUIRE_FALSE(s.ok());
+  CHECK_THAT(Msg(s), Catch::StartsWith("the dependency edges form a cycle through task ") &&
+                         Catch::Contains("3 tasks could never finish"));
+}
+
+TEST_CASE("Validate sees a cycle made by launch and sync semantics", "[graph]") {
+  // An asynchronous launch releases the kernel when the call ends, and the
+  // sync edge holds the call's end until the kernel ends: neither can finish.
+  Fixture f;
+  const int32_t call = f.Add("cudaLaunchKernel", f.cpu, 10, TaskKind::kRuntime);
+  const int32_t kernel = f.Add("k", f.gpu, 10, TaskKind::kKernel);
+  f.g.AddEdge(call, kernel, EdgeKind::kLaunch);
+  f.g.AddEdge(kernel, call, EdgeKind::kSync);
+  const absl::Status s = f.g.Validate();
+  REQUIRE_FALSE(s.ok());
+  CHECK_THAT(Msg(s), Catch::Contains("cycle"));
+}
+
+TEST_CASE("Validate accepts a blocking launch paired with a sync edge", "[graph]") {
+  // cudaMemcpy: the copy starts after the call starts (start-to-start) and the
+  // call ends after the copy ends (end-to-end). Task edges run both ways, the
+  // event graph has no cycle.
+  Fixture f;
+  const int32_t call = f.Add("cudaMemcpy", f.cpu, 10, TaskKind::kSync);
+  const int32_t copy = f.Add("Memcpy HtoD", f.gpu, 10, TaskKind::kMemcpy);
+  f.g.AddEdge(call, copy, EdgeKind::kBlockingLaunch, 2);
+  f.g.AddEdge(copy, call, EdgeKind::kSync, 1);
+  CHECK(f.g.Validate().ok());
+  // ... but a sequential edge from the call to the copy closes the loop.
+  f.g.AddEdge(call, copy, EdgeKind::kSequential);
+  CHECK_THAT(Msg(f.g.Validate()), Catch::Contains("cycle"));
+}
+
+TEST_CASE("Validate catches a start-to-start loop of blocking launches only when it closes", "[graph]") {
+  Fixture f;
+  f.Add("a", f.cpu, 1);
+  f.Add("b", f.gpu, 1, TaskKind::kMemcpy);
+  f.g.AddEdge(0, 1, EdgeKind::kBlockingLaunch);
+  f.g.AddEdge(1, 0, EdgeKind::kBlockingLaunch);  // start(a) <- start(b) <- start(a)
+  CHECK_THAT(Msg(f.g.Validate()), Catch::Contains("cycle"));
+}
+
+TEST_CASE("Validate catches negative durations, gaps and lags", "[graph]") {
+  SECTION("duration") {
+    Fixture f;
+    f.Add("a", f.cpu, -1);
+    CHECK(Msg(f.g.Validate()) == "task 0 (a): negative duration or gap");
+  }
+  SECTION("gap") {
+    Fixture f;
+    f.Add("a", f.cpu, 1);
+    f.Add("b", f.cpu, 1);
+    f.g.tasks[1].gap_ns = -5;
+    CHECK(Msg(f.g.Validate()) == "task 1 (b): negative duration or gap");
+  }
+  SECTION("lag") {
+    Fixture f;
+    f.Add("a", f.cpu, 1);
+    f.Add("b", f.cpu, 1);
+    f.g.AddEdge(0, 1, EdgeKind::kSequential, -3);
+    CHECK(Msg(f.g.Validate()) == "edge 0: negative lag");
+  }
+}
+
+TEST_CASE("Validate catches a bad resource id", "[graph]") {
+  Fixture f;
+  f.Add("a", f.cpu, 1);
+  f.Add("b", 2, 1);
+  CHECK(Msg(f.g.Validate()) == "task 1 (b): resource 2 does not exist (2 resources)");
+  f.g.tasks[1].resource = -1;
+  CHECK_THAT(Msg(f.g.Validate()), Catch::Contains("resource -1 does not exist"));
+}
+
+TEST_CASE("Validate catches bad layers, edge kinds, iteration anchors and tensor producers", "[graph]") {
+  SECTION("layer") {
+    Fixture f;
+    f.Add("a", f.cpu, 1);
+    f.g.tasks[0].layer = 0;  // no layers
+    CHECK(Msg(f.g.Validate()) == "task 0: layer 0 does not exist");
+  }
+  SECTION("edge kind") {
+    Fixture f;
+    f.Add("a", f.cpu, 1);
+    f.Add("b", f.cpu, 1);
+    f.g.AddEdge(0, 1, EdgeKind::kUnspecified);
+    CHECK(Msg(f.g.Validate()) == "edge 0: kind unspecified");
+  }
+  SECTION("iteration anchor") {
+    Fixture f;
+    f.Add("a", f.cpu, 1);
+    f.g.iterations.push_back(Iteration{f.g.strings.Intern("ProfilerStep#1"), 0, 3, 0, 0, 10, 0});
+    CHECK(Msg(f.g.Validate()) == "iteration 0 (ProfilerStep#1): anchor task out of range");
+  }
+  SECTION("tensor producer") {
+    Fixture f;
+    f.Add("a", f.cpu, 1);
+    Tensor t;
+    t.name = f.g.strings.Intern("grad");
+    t.producer = 9;
+    f.g.AddTensor(t);
+    CHECK(Msg(f.g.Validate()) == "tensor 0 (grad): producer 9 does not exist");
+  }
+}
+
+TEST_CASE("Validate catches a task whose iteration does not exist", "[graph]") {
+  // Validate() checks iteration anchors but not Task::iteration, and
+  // DeserializeGraph() relies on Validate(); MakeReplayReport() then indexes
+  // its per-iteration arrays with the task's iteration (out of bounds).
+  Fixture f;
+  f.Add("a", f.cpu, 1);
+  f.Add("k", f.gpu, 1, TaskKind::kKernel);
+  f.g.iterations.push_back(Iteration{f.g.strings.Intern("ProfilerStep#1"), 0, 0, 0, 0, 10, 0});
+  f.g.tasks[1].iteration = 5;
+  CHECK_FALSE(f.g.Validate().ok());
+  f.g.tasks[1].iteration = -2;
+  CHECK_FALSE(f.g.Validate().ok());
+}
+
+TEST_CASE("Summarize counts tasks by kind and phase, edges and resources by kind", "[graph]") {
+  Fixture f;
+  f.Add("a", f.cpu, 10, TaskKind::kCpuOp, Phase::kForward);
+  f.Add("b", f.cpu, 20, TaskKind::kRuntime, Phase::kForward);
+  f.Add("c", f.cpu, 30, TaskKind::kSync, Phase::kBackward);
+  f.Add("k1", f.gpu, 40, TaskKind::kKernel, Phase::kBackward);
+  f.Add("k2", f.gpu, 50, TaskKind::kCollective, Phase::kComm);
+  f.Add("odd", f.gpu, 60, TaskKind::kUnspecified, Phase::kUnspecified);
+  f.g.AddEdge(0, 1, EdgeKind::kSequential);
+  f.g.AddEdge(1, 2, EdgeKind::kSequential);
+  f.g.AddEdge(1, 3, EdgeKind::kLaunch);
+  f.g.AddEdge(3, 2, EdgeKind::kSync);
+  f.g.AddLayer(Layer{f.g.strings.Intern("fc"), -1});
+  f.g.iterations.push_back(Iteration{0, 0, 2, 0, 0, 100, 0});
+  const GraphSummary s = Summarize(f.g);
+  CHECK(s.num_tasks == 6);
+  CHECK(s.num_edges == 4);
+  CHECK(s.num_resources == 2);
+  CHECK(s.num_layers == 1);
+  CHECK(s.num_tensors == 0);
+  CHECK(s.num_iterations == 1);
+  CHECK(s.total_task_time_ns == 210);
+  CHECK(Count(s.tasks_by_kind, "cpu_op") == 1);
+  CHECK(Count(s.tasks_by_kind, "runtime") == 1);
+  CHECK(Count(s.tasks_by_kind, "sync") == 1);
+  CHECK(Count(s.tasks_by_kind, "kernel") == 1);
+  CHECK(Count(s.tasks_by_kind, "collective") == 1);
+  CHECK(Count(s.tasks_by_kind, "memcpy") == 0);
+  CHECK(Count(s.tasks_by_kind, "data_load") == 0);
+  CHECK(Count(s.tasks_by_kind, "unspecified") == 1);
+  CHECK(Count(s.tasks_by_phase, "forward") == 2);
+  CHECK(Count(s.tasks_by_phase, "backward") == 2);
+  CHECK(Count(s.tasks_by_phase, "comm") == 1);
+  CHECK(Count(s.tasks_by_phase, "optimizer") == 0);
+  CHECK(Count(s.tasks_by_phase, "unspecified") == 1);
+  CHECK(Count(s.edges_by_kind, "sequential") == 2);
+  CHECK(Count(s.edges_by_kind, "launch") == 1);
+  CHECK(Count(s.edges_by_kind, "sync") == 1);
+  CHECK(Count(s.edges_by_kind, "blocking_launch") == 0);
+  CHECK(Count(s.resources_by_kind, "cpu_thread") == 1);
+  CHECK(Count(s.resources_by_kind, "gpu_stream") == 1);
+  CHECK(Count(s.resources_by_kind, "comm_channel") == 0);
+  // Every kind is listed once, unspecified only when used.
+  CHECK(s.tasks_by_kind.size() == static_cast<size_t>(kNumTaskKinds));
+  CHECK(s.edges_by_kind.size() == static_cast<size_t>(kNumEdgeKinds - 1));
+}
+
+TEST_CASE("Summarize leaves out unspecified rows when nothing is unspecified", "[graph]") {
+  Fixture f;
+  f.Add("a", f.cpu, 10);
+  const GraphSummary s = Summarize(f.g);
+  CHECK(Count(s.tasks_by_kind, "unspecified") == -1);
+  CHECK(Count(s.tasks_by_phase, "unspecified") == -1);
+  CHECK(s.tasks_by_kind.size() == static_cast<size_t>(kNumTaskKinds - 1));
+}
+
+TEST_CASE("BuildAdjacency lists out- and in-edges per task in edge order", "[graph]") {
+  Fixture f;
+  for (int i = 0; i < 4; ++i) f.Add("t" + std::to_string(i), f.cpu, 1);
+  f.g.AddEdge(0, 2, EdgeKind::kSequential);  // edge 0
+  f.g.AddEdge(1, 2, EdgeKind::kThread);      // edge 1
+  f.g.AddEdge(0, 1, EdgeKind::kSequential);  // edge 2
+  f.g.AddEdge(2, 3, EdgeKind::kSequential);  // edge 3
+  f.g.AddEdge(0, 3, EdgeKind::kData);        // edge 4
+  CHECK_FALSE(f.g.has_adjacency());
+  f.g.BuildAdjacency();
+  REQUIRE(f.g.has_adjacency());
+  auto list = [](EdgeRange r) { return std::vector<int32_t>(r.begin(), r.end()); };
+  CHECK(list(f.g.out_edges(0)) == std::vector<int32_t>{0, 2, 4});
+  CHECK(list(f.g.out_edges(1)) == std::vector<int32_t>{1});
+  CHECK(list(f.g.out_edges(2)) == std::vector<int32_t>{3});
+  CHECK(f.g.out_edges(3).size() == 0);
+  CHECK(f.g.in_edges(0).size() == 0);
+  CHECK(list(f.g.in_edges(1)) == std::vector<int32_t>{2});
+  CHECK(list(f.g.in_edges(2)) == std::vector<int32_t>{0, 1});
+  CHECK(list(f.g.in_edges(3)) == std::vector<int32_t>{3, 4});
+}
+
+TEST_CASE("has_adjacency turns false when tasks or edges change", "[graph]") {
+  Fixture f;
+  f.Add("a", f.cpu, 1);
+  f.Add("b", f.cpu, 1);
+  f.g.BuildAdjacency();
+  REQUIRE(f.g.has_adjacency());
+  f.g.AddEdge(0, 1, EdgeKind::kSequential);
+  CHECK_FALSE(f.g.has_adjacency());
+  f.g.BuildAdjacency();
+  CHECK(f.g.has_adjacency());
+  CHECK(f.g.out_edges(0).size() == 1);
+  f.Add("c", f.cpu, 1);
+  CHECK_FALSE(f.g.has_adjacency());
+}
+
+TEST_CASE("kind names are the lowercase names used in summaries", "[graph]") {
+  CHECK(TaskKindName(TaskKind::kDataLoad) == "data_load");
+  CHECK(PhaseName(Phase::kOptimizer) == "optimizer");
+  CHECK(EdgeKindName(EdgeKind::kStreamWait) == "stream_wait");
+  CHECK(EdgeKindName(EdgeKind::kBlockingLaunch) == "blocking_launch");
+  CHECK(ResourceKindName(ResourceKind::kCommChannel) == "comm_channel");
+  CHECK(TensorRoleName(TensorRole::kOptimizerState) == "optimizer_state");
+  CHECK(IsStartToStart(EdgeKind::kBlockingLaunch));
+  CHECK_FALSE(IsStartToStart(EdgeKind::kLaunch));
+  CHECK(IsLaunch(EdgeKind::kLaunch));
+  CHECK(IsLaunch(EdgeKind::kBlockingLaunch));
+  CHECK(IsEndToEnd(EdgeKind::kSync));
+  CHECK_FALSE(IsEndToEnd(EdgeKind::kStreamWait));
+}

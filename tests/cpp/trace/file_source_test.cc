@@ -1,0 +1,264 @@
+// Tests for daydream/trace/file_source.h: plain and gzip bytes, detected by
+// magic bytes; multi-member gzip; corrupt, truncated and oversized input.
+#include "daydream/trace/file_source.h"
+
+#include <sys/resource.h>
+#include <zlib.h>
+
+#include <cstring>
+#include <string>
+
+#include <catch2/catch.hpp>
+
+#include "daydream/trace/kineto_reader.h"
+#include "test_support.h"
+
+using namespace daydream;
+using daydream::testing::KinetoDoc;
+using daydream::testing::TempDir;
+using daydream::testing::WriteFile;
+
+namespace {
+
+// One gzip member holding `data`.
+std::string Gzip(const std::string& data) {
+  z_stream zs;
+  std::memset(&zs, 0, sizeof(zs));
+  REQUIRE(deflateInit2(&zs, Z_BEST_COMPRESSION, Z_DEFLATED, 16 + MAX_WBITS, 8, Z_DEFAULT_STRATEGY) == Z_OK);
+  std::string out(deflateBound(&zs, static_cast<uLong>(data.size())) + 64, '\0');
+  zs.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(data.data()));
+  zs.avail_in = static_cast<uInt>(data.size());
+  zs.next_out = reinterpret_cast<Bytef*>(out.data());
+  zs.avail_out = static_cast<uInt>(out.size());
+  REQUIRE(deflate(&zs, Z_FINISH) == Z_STREAM_END);
+  out.resize(zs.total_out);
+  deflateEnd(&zs);
+  return out;
+}
+
+// Text that compresses but not to nothing.
+std::string SomeText(size_t bytes) {
+  std::string s;
+  uint32_t x = 12345;
+  while (s.size() < bytes) {
+    x = x * 1103515245u + 12345u;
+    s += "event " + std::to_string(x % 1000) + ", ";
+  }
+  s.resize(bytes);
+  return s;
+}
+
+std::string Msg(const absl::Status& s) { return std::string(s.message()); }
+
+// Options for tests of broken data: a bound well above the data's real size,
+// so that a bogus size hint in the trailer cannot make the test allocate
+// gigabytes (see the proportional-memory test below).
+FileSourceOptions Bounded() {
+  FileSourceOptions options;
+  options.max_bytes = 1 << 20;
+  return options;
+}
+
+// Peak resident memory of this process, in KiB.
+long PeakRssKiB() {
+  struct rusage usage {};
+  getrusage(RUSAGE_SELF, &usage);
+  return usage.ru_maxrss;
+}
+
+}  // namespace
+
+TEST_CASE("ReadTraceBytes returns plain files unchanged with padding capacity", "[file_source]") {
+  const std::string path = TempDir() + "/plain.json";
+  const std::string text = KinetoDoc("");
+  WriteFile(path, text);
+  auto bytes = ReadTraceBytes(path, 64);
+  REQUIRE(bytes.ok());
+  CHECK(*bytes == text);
+  CHECK(bytes->capacity() >= text.size() + 64);
+}
+
+TEST_CASE("ReadTraceBytes detects gzip by magic bytes, not by the name", "[file_source]") {
+  const std::string dir = TempDir();
+  const std::string text = SomeText(5000);
+  SECTION("a .json name holding gzip data is decompressed") {
+    WriteFile(dir + "/trace.json", Gzip(text));
+    auto bytes = ReadTraceBytes(dir + "/trace.json", 32);
+    REQUIRE(bytes.ok());
+    CHECK(*bytes == text);
+    CHECK(bytes->capacity() >= text.size() + 32);
+  }
+  SECTION("a .gz name holding plain text is read as is") {
+    WriteFile(dir + "/trace.json.gz", text);
+    auto bytes = ReadTraceBytes(dir + "/trace.json.gz", 32);
+    REQUIRE(bytes.ok());
+    CHECK(*bytes == text);
+  }
+}
+
+TEST_CASE("ReadTraceFile parses a trace whose name and compression disagree", "[file_source]") {
+  const std::string dir = TempDir();
+  const std::string doc =
+      KinetoDoc(R"j({"ph":"X","cat":"cpu_op","name":"aten::add","pid":1,"tid":1,"ts":1,"dur":1})j");
+  WriteFile(dir + "/gzip_inside.json", doc, /*gzip=*/true);
+  WriteFile(dir + "/plain_inside.json.gz", doc);
+  for (const char* name : {"/gzip_inside.json", "/plain_inside.json.gz"}) {
+    auto trace = ReadTraceFile(dir + name);
+    INFO(name);
+    REQUIRE(trace.ok());
+    CHECK(trace->events.size() == 1);
+  }
+}
+
+TEST_CASE("GunzipBuffer decompresses concatenated gzip members", "[file_source]") {
+  const std::string a = SomeText(3000), b = SomeText(7000) + "tail";
+  auto out = GunzipBuffer(Gzip(a) + Gzip(b), "two.gz", 16);
+  REQUIRE(out.ok());
+  CHECK(*out == a + b);
+  // Zero padding after a member (as some writers leave) is skipped.
+  auto padded = GunzipBuffer(Gzip(a) + std::string(8, '\0') + Gzip(b) + std::string(4, '\0'), "pad.gz", 16);
+  REQUIRE(padded.ok());
+  CHECK(*padded == a + b);
+}
+
+TEST_CASE("ReadTraceFile reads a trace split over two gzip members", "[file_source]") {
+  const std::string doc = KinetoDoc(
+      R"j({"ph":"X","cat":"cpu_op","name":"first","pid":1,"tid":1,"ts":1,"dur":1},)j"
+      R"j({"ph":"X","cat":"cpu_op","name":"second","pid":1,"tid":1,"ts":3,"dur":1})j");
+  const std::string path = TempDir() + "/split.json.gz";
+  const size_t half = doc.size() / 2;
+  WriteFile(path, Gzip(doc.substr(0, half)) + Gzip(doc.substr(half)));
+  auto trace = ReadTraceFile(path);
+  REQUIRE(trace.ok());
+  REQUIRE(trace->events.size() == 2);
+  CHECK(trace->Str(trace->events[1].name) == "second");
+}
+
+TEST_CASE("GunzipBuffer reports corrupt gzip data with the source and the offset", "[file_source]") {
+  const std::string gz = Gzip(SomeText(20000));
+  SECTION("unknown compression method in the header") {
+    std::string bad = gz;
+    bad[2] = 7;
+    auto out = GunzipBuffer(bad, "bad.json.gz", 16, Bounded());
+    REQUIRE_FALSE(out.ok());
+    CHECK(absl::IsInvalidArgument(out.status()));
+    CHECK_THAT(Msg(out.status()), Catch::StartsWith("bad.json.gz: corrupt gzip data at compressed byte "));
+  }
+  SECTION("checksum mismatch in the trailer") {
+    std::string bad = gz;
+    bad[bad.size() - 6] = static_cast<char>(bad[bad.size() - 6] ^ 0x5a);  // CRC32 byte
+    auto out = GunzipBuffer(bad, "crc.json.gz", 16, Bounded());
+    REQUIRE_FALSE(out.ok());
+    CHECK_THAT(Msg(out.status()), Catch::Contains("crc.json.gz: corrupt gzip"));
+  }
+  SECTION("garbage after a complete member") {
+    auto out = GunzipBuffer(gz + "this is not gzip", "tail.json.gz", 16, Bounded());
+    REQUIRE_FALSE(out.ok());
+    CHECK_THAT(Msg(out.status()), Catch::Contains("tail.json.gz: corrupt gzip"));
+  }
+}
+
+TEST_CASE("ReadTraceFile names the file in a corrupt gzip error", "[file_source]") {
+  std::string bad = Gzip(SomeText(20000));
+  bad[2] = 7;
+  const std::string path = TempDir() + "/corrupt.json.gz";
+  WriteFile(path, bad);
+  ReadOptions options;
+  options.max_bytes = Bounded().max_bytes;
+  auto trace = ReadTraceFile(path, options);
+  REQUIRE_FALSE(trace.ok());
+  CHECK_THAT(Msg(trace.status()), Catch::StartsWith(path + ": corrupt gzip"));
+}
+
+TEST_CASE("GunzipBuffer reports truncated gzip data", "[file_source]") {
+  const std::string gz = Gzip(SomeText(20000));
+  for (size_t keep : {gz.size() - 4, gz.size() / 2, size_t{12}}) {
+    INFO("kept " << keep << " of " << gz.size() << " bytes");
+    auto out = GunzipBuffer(gz.substr(0, keep), "cut.json.gz", 16, Bounded());
+    REQUIRE_FALSE(out.ok());
+    CHECK(absl::IsInvalidArgument(out.status()));
+    CHECK_THAT(Msg(out.status()), Catch::StartsWith("cut.json.gz: gzip data is truncated"));
+  }
+}
+
+TEST_CASE("ReadTraceFile reports a truncated gzip file", "[file_source]") {
+  const std::string gz = Gzip(KinetoDoc(SomeText(100)));
+  const std::string path = TempDir() + "/cut.json.gz";
+  WriteFile(path, gz.substr(0, gz.size() - 10));
+  ReadOptions options;
+  options.max_bytes = Bounded().max_bytes;
+  auto trace = ReadTraceFile(path, options);
+  REQUIRE_FALSE(trace.ok());
+  CHECK_THAT(Msg(trace.status()), Catch::Contains(path) && Catch::Contains("truncated"));
+}
+
+TEST_CASE("GunzipBuffer refuses to decompress past max_bytes", "[file_source]") {
+  const std::string text(100000, 'z');  // a tiny bomb: 100 KB from ~100 bytes
+  const std::string gz = Gzip(text);
+  FileSourceOptions options;
+  options.max_bytes = 1000;
+  auto out = GunzipBuffer(gz, "bomb.gz", 16, options);
+  REQUIRE_FALSE(out.ok());
+  CHECK(absl::IsResourceExhausted(out.status()));
+  CHECK(Msg(out.status()) == "bomb.gz: decompressed data exceeds the limit of 1000 bytes");
+  // The limit itself is allowed.
+  options.max_bytes = text.size();
+  auto exact = GunzipBuffer(gz, "bomb.gz", 16, options);
+  REQUIRE(exact.ok());
+  CHECK(exact->size() == text.size());
+}
+
+TEST_CASE("ReadTraceFile applies ReadOptions.max_bytes to gzip files", "[file_source]") {
+  const std::string path = TempDir() + "/big.json.gz";
+  WriteFile(path, KinetoDoc(std::string(50000, ' ')), /*gzip=*/true);
+  ReadOptions options;
+  options.max_bytes = 4096;
+  auto trace = ReadTraceFile(path, options);
+  REQUIRE_FALSE(trace.ok());
+  CHECK_THAT(Msg(trace.status()), Catch::Contains(path) && Catch::Contains("exceeds the limit of 4096 bytes"));
+}
+
+TEST_CASE("GunzipBuffer grows past a wrong size hint in the trailer", "[file_source]") {
+  // The trailer's ISIZE is only a hint; a lie must not truncate the output.
+  const std::string text = SomeText(50000);
+  std::string gz = Gzip(text);
+  std::string lying = gz;
+  lying[lying.size() - 4] = 1;
+  lying[lying.size() - 3] = 0;
+  lying[lying.size() - 2] = 0;
+  lying[lying.size() - 1] = 0;
+  auto out = GunzipBuffer(lying, "lie.gz", 16, Bounded());
+  // zlib checks ISIZE too, so the lie is reported as corruption, never as a short read.
+  if (out.ok()) {
+    CHECK(*out == text);
+  } else {
+    CHECK_THAT(Msg(out.status()), Catch::Contains("corrupt gzip"));
+  }
+  auto honest = GunzipBuffer(gz, "ok.gz", 16);
+  REQUIRE(honest.ok());
+  CHECK(*honest == text);
+}
+
+TEST_CASE("GunzipBuffer's memory stays proportional to its input, whatever the trailer claims",
+          "[file_source]") {
+  // GunzipBuffer sizes its output from the last four bytes of the buffer (the
+  // gzip ISIZE field) before inflating anything. In a truncated or corrupt
+  // file those bytes are arbitrary: 30 bytes can claim 4 GiB, and the buffer
+  // is allocated and zero-filled up front. Here they claim 256 MiB.
+  const std::string gz = Gzip("{}") + std::string("\x00\x00\x00\x10", 4);
+  FileSourceOptions options;
+  options.max_bytes = uint64_t{1} << 30;
+  const long before = PeakRssKiB();
+  auto out = GunzipBuffer(gz, "tiny.gz", 16, options);
+  const long grown_kib = PeakRssKiB() - before;
+  CHECK_FALSE(out.ok());  // trailing bytes that are no gzip member
+  INFO("peak memory grew by " << grown_kib << " KiB for a " << gz.size() << "-byte input");
+  CHECK(grown_kib < 32 * 1024);
+}
+
+TEST_CASE("ReadTraceBytes of a missing file names the path", "[file_source]") {
+  const std::string path = TempDir() + "/absent.json.gz";
+  auto bytes = ReadTraceBytes(path, 16);
+  REQUIRE_FALSE(bytes.ok());
+  CHECK_THAT(Msg(bytes.status()), Catch::Contains(path));
+}

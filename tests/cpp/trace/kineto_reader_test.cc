@@ -1,0 +1,683 @@
+// Tests for daydream/trace/kineto_reader.h: the Kineto / Chrome-trace JSON
+// reader — forms, categories, args, metadata, flows, and bad input.
+#include "daydream/trace/kineto_reader.h"
+
+#include <string>
+#include <vector>
+
+#include <catch2/catch.hpp>
+
+#include "test_support.h"
+
+using namespace daydream;
+using daydream::testing::KinetoDoc;
+using daydream::testing::ParseOrDie;
+using daydream::testing::TempDir;
+using daydream::testing::WriteFile;
+
+namespace {
+
+// A minimal valid complete event.
+std::string Op(const std::string& name = "aten::add", const std::string& ts = "10", const std::string& dur = "5") {
+  return R"j({"ph":"X","cat":"cpu_op","name":")j" + name + R"j(","pid":1,"tid":1,"ts":)j" + ts + R"j(,"dur":)j" + dur + "}";
+}
+
+// The error message of parsing `json` as "t.json"; REQUIREs that it fails.
+std::string ErrorOf(const std::string& json, const ReadOptions& options = {}) {
+  auto trace = ParseTraceText(json, "t.json", options);
+  REQUIRE_FALSE(trace.ok());
+  CHECK(absl::IsInvalidArgument(trace.status()));
+  return std::string(trace.status().message());
+}
+
+// The error message of parsing `json`, or "OK" when it parses (for tests
+// that expose bugs and must not stop at the first check).
+std::string MessageOf(const std::string& json, const ReadOptions& options = {}) {
+  auto trace = ParseTraceText(json, "t.json", options);
+  return trace.ok() ? std::string("OK") : std::string(trace.status().message());
+}
+
+// Error of a document whose third event (index 2) is `bad`.
+std::string ErrorOfThirdEvent(const std::string& bad, const ReadOptions& options = {}) {
+  return ErrorOf(KinetoDoc(Op() + "," + Op() + "," + bad), options);
+}
+
+const TraceEvent& OnlyEvent(const Trace& trace) {
+  REQUIRE(trace.events.size() == 1);
+  return trace.events[0];
+}
+
+}  // namespace
+
+// --- document forms ----------------------------------------------------------
+
+TEST_CASE("reader reads the object form with traceEvents", "[kineto_reader]") {
+  const Trace trace = ParseOrDie(KinetoDoc(Op("a") + "," + Op("b", "20", "3")));
+  REQUIRE(trace.events.size() == 2);
+  CHECK(trace.Str(trace.events[0].name) == "a");
+  CHECK(trace.Str(trace.events[1].name) == "b");
+  CHECK(trace.events[1].ts_ns == 20'000);
+  CHECK(trace.events[1].dur_ns == 3'000);
+  CHECK(trace.events[1].end_ns() == 23'000);
+  CHECK(trace.path == "test.json");
+}
+
+TEST_CASE("reader reads the bare array form", "[kineto_reader]") {
+  const Trace trace = ParseOrDie("[" + Op("a") + "," + Op("b") + "]");
+  REQUIRE(trace.events.size() == 2);
+  CHECK(trace.Str(trace.events[1].name) == "b");
+}
+
+TEST_CASE("reader accepts leading and trailing whitespace around the document", "[kineto_reader]") {
+  const Trace trace = ParseOrDie(" \n\t" + KinetoDoc(Op()) + "\n\n  ");
+  CHECK(trace.events.size() == 1);
+}
+
+TEST_CASE("reader keeps events in file order regardless of their timestamps", "[kineto_reader]") {
+  const Trace trace = ParseOrDie(KinetoDoc(Op("late", "100") + "," + Op("early", "1")));
+  REQUIRE(trace.events.size() == 2);
+  CHECK(trace.Str(trace.events[0].name) == "late");
+  CHECK(trace.Str(trace.events[1].name) == "early");
+}
+
+TEST_CASE("reader accepts fields in any order within an event", "[kineto_reader]") {
+  const Trace trace = ParseOrDie(KinetoDoc(
+      R"j({"args":{"correlation":7},"dur":2,"tid":3,"ts":5,"name":"k","pid":0,"cat":"kernel","ph":"X"})j"));
+  const TraceEvent& ev = OnlyEvent(trace);
+  CHECK(ev.kind == EventKind::kKernel);
+  CHECK(ev.correlation == 7);
+  CHECK(ev.ts_ns == 5000);
+  CHECK(trace.tracks[static_cast<size_t>(ev.track)].tid == 3);
+}
+
+// --- categories --------------------------------------------------------------
+
+TEST_CASE("reader maps every Kineto category, including 2021 legacy names, to its EventKind", "[kineto_reader]") {
+  struct Case {
+    const char* category;
+    EventKind kind;
+  };
+  const std::vector<Case> cases = {
+      {"cpu_op", EventKind::kCpuOp},
+      {"Operator", EventKind::kCpuOp},
+      {"user_annotation", EventKind::kUserAnnotation},
+      {"gpu_user_annotation", EventKind::kGpuUserAnnotation},
+      {"cuda_runtime", EventKind::kRuntime},
+      {"Runtime", EventKind::kRuntime},
+      {"cuda_driver", EventKind::kDriver},
+      {"kernel", EventKind::kKernel},
+      {"Kernel", EventKind::kKernel},
+      {"gpu_memcpy", EventKind::kMemcpy},
+      {"Memcpy", EventKind::kMemcpy},
+      {"gpu_memset", EventKind::kMemset},
+      {"Memset", EventKind::kMemset},
+      {"cuda_sync", EventKind::kCudaSync},
+      {"python_function", EventKind::kPythonFunction},
+      {"overhead", EventKind::kOverhead},
+      {"Trace", EventKind::kOther},
+      {"some_new_category", EventKind::kOther},
+  };
+  std::string events;
+  for (const Case& c : cases) {
+    if (!events.empty()) events += ",";
+    events += std::string(R"j({"ph":"X","cat":")j") + c.category + R"j(","name":")j" + c.category +
+              R"j(","pid":1,"tid":1,"ts":1,"dur":1})j";
+  }
+  const Trace trace = ParseOrDie(KinetoDoc(events));
+  REQUIRE(trace.events.size() == cases.size());
+  for (size_t i = 0; i < cases.size(); ++i) {
+    INFO("category " << cases[i].category);
+    CHECK(trace.events[i].kind == cases[i].kind);
+    CHECK(EventKindFromCategory(cases[i].category) == cases[i].kind);
+  }
+}
+
+TEST_CASE("reader gives an event without a category the kind kOther", "[kineto_reader]") {
+  const Trace trace = ParseOrDie(KinetoDoc(R"j({"ph":"X","name":"x","pid":1,"tid":1,"ts":1,"dur":1})j"));
+  CHECK(OnlyEvent(trace).kind == EventKind::kOther);
+}
+
+TEST_CASE("EventKindName and IsGpuKind describe the kinds", "[kineto_reader]") {
+  CHECK(EventKindName(EventKind::kCpuOp) == "cpu_op");
+  CHECK(EventKindName(EventKind::kRuntime) == "cuda_runtime");
+  CHECK(EventKindName(EventKind::kKernel) == "kernel");
+  CHECK(EventKindName(EventKind::kUnspecified) == "unspecified");
+  CHECK(IsGpuKind(EventKind::kKernel));
+  CHECK(IsGpuKind(EventKind::kMemcpy));
+  CHECK(IsGpuKind(EventKind::kMemset));
+  CHECK(IsGpuKind(EventKind::kCudaSync));
+  CHECK_FALSE(IsGpuKind(EventKind::kRuntime));
+  CHECK_FALSE(IsGpuKind(EventKind::kCpuOp));
+}
+
+// --- args ----------------------------------------------------------------------
+
+TEST_CASE("reader parses the args of CPU ops", "[kineto_reader]") {
+  const Trace trace = ParseOrDie(KinetoDoc(
+      R"j({"ph":"X","cat":"cpu_op","name":"aten::zeros","pid":3113936,"tid":3113937,"ts":1661203462598738,"dur":19,)j"
+      R"j("args":{"External id":1,"Input Dims":[[2,3],[],[4]],"Input type":["","","Scalar"],)j"
+      R"j("Record function id":42,"Sequence number":1080,"Fwd thread id":1,"Ev Idx":0}})j"));
+  const TraceEvent& ev = OnlyEvent(trace);
+  CHECK(ev.kind == EventKind::kCpuOp);
+  CHECK(ev.external_id == 1);
+  CHECK(ev.record_function_id == 42);
+  CHECK(ev.sequence_number == 1080);
+  CHECK(ev.fwd_thread_id == 1);
+  CHECK(trace.Str(ev.input_dims) == "[[2,3],[],[4]]");
+  CHECK(ev.correlation == kUnset);
+  CHECK(ev.stream == kUnset);
+  CHECK(ev.device == -1);
+  const TraceTrack& track = trace.tracks[static_cast<size_t>(ev.track)];
+  CHECK(track.pid == 3113936);
+  CHECK(track.tid == 3113937);
+}
+
+TEST_CASE("reader parses the args of kernels, copies and memsets", "[kineto_reader]") {
+  const Trace trace = ParseOrDie(KinetoDoc(
+      R"j({"ph":"X","cat":"kernel","name":"void k()","pid":0,"tid":7,"ts":10,"dur":41.407,)j"
+      R"j("args":{"External id":12353,"queued":0,"device":0,"context":1,"stream":7,"correlation":57541,)j"
+      R"j("registers per thread":40,"blocks per SM":4.740741,"grid":[512,1,1],"block":[512,1,1]}},)j"
+      R"j({"ph":"X","cat":"gpu_memcpy","name":"Memcpy DtoD (Device -> Device)","pid":1,"tid":9,"ts":20,"dur":5.088,)j"
+      R"j("args":{"device":1,"stream":9,"correlation":64014,"bytes":4000,"memory bandwidth (GB/s)":0.786}},)j"
+      R"j({"ph":"X","cat":"gpu_memset","name":"Memset (Device)","pid":0,"tid":7,"ts":30,"dur":4.96,)j"
+      R"j("args":{"device":0,"stream":7,"correlation":57609,"bytes":6291456}})j"));
+  REQUIRE(trace.events.size() == 3);
+  const TraceEvent& k = trace.events[0];
+  CHECK(k.kind == EventKind::kKernel);
+  CHECK(k.correlation == 57541);
+  CHECK(k.external_id == 12353);
+  CHECK(k.device == 0);
+  CHECK(k.stream == 7);
+  CHECK(k.dur_ns == 41407);
+  const TraceEvent& c = trace.events[1];
+  CHECK(c.kind == EventKind::kMemcpy);
+  CHECK(c.device == 1);
+  CHECK(c.stream == 9);
+  CHECK(c.bytes == 4000);
+  CHECK(c.correlation == 64014);
+  CHECK(trace.events[2].bytes == 6291456);
+  CHECK(trace.events[2].kind == EventKind::kMemset);
+  // GPU tracks are marked as such; a CPU-less trace has only GPU tracks.
+  for (const TraceTrack& t : trace.tracks) CHECK(t.gpu);
+}
+
+TEST_CASE("reader parses the args of NCCL kernels and record_param_comms", "[kineto_reader]") {
+  const Trace trace = ParseOrDie(KinetoDoc(
+      R"j({"ph":"X","cat":"kernel","name":"ncclKernel_AllReduce_RING_LL_Sum_float(ncclDevComm*, unsigned long, ncclWork*)",)j"
+      R"j("pid":0,"tid":40,"ts":4458677009853.422,"dur":2636.669,)j"
+      R"j("args":{"External id":12945,"device":0,"stream":40,"correlation":60047,"Collective name":"allreduce",)j"
+      R"j("In msg nelems":6637568,"Out msg nelems":6637569,"Group size":2,"dtype":"Float","In split size":"[]",)j"
+      R"j("Process Group Name":"0","Process Group Ranks":"[0, 1]"}},)j"
+      R"j({"ph":"X","cat":"cpu_op","name":"record_param_comms","pid":2910249,"tid":2919752,"ts":4458676524648.797,)j"
+      R"j("dur":189.626,"args":{"External id":2099,"Collective name":"broadcast","In msg nelems":2049000,)j"
+      R"j("Out msg nelems":2049000,"Group size":8,"dtype":"BFloat16"}})j"));
+  REQUIRE(trace.events.size() == 2);
+  const TraceEvent& k = trace.events[0];
+  CHECK(trace.Str(k.collective_name) == "allreduce");
+  CHECK(k.in_msg_nelems == 6637568);
+  CHECK(k.out_msg_nelems == 6637569);
+  CHECK(k.group_size == 2);
+  CHECK(trace.Str(k.dtype) == "Float");
+  CHECK(k.ts_ns == 4458677009853422);
+  CHECK(k.dur_ns == 2636669);
+  const TraceEvent& c = trace.events[1];
+  CHECK(trace.Str(c.collective_name) == "broadcast");
+  CHECK(c.group_size == 8);
+  CHECK(trace.Str(c.dtype) == "BFloat16");
+}
+
+TEST_CASE("reader parses cuda_sync records", "[kineto_reader]") {
+  const Trace trace = ParseOrDie(KinetoDoc(
+      R"j({"ph":"X","cat":"cuda_sync","name":"Stream Wait Event","pid":0,"tid":20,"ts":1695835585751488,"dur":3,)j"
+      R"j("args":{"External id":5170,"cuda_sync_kind":"Stream Wait Event","wait_on_stream":7,)j"
+      R"j("wait_on_cuda_event_record_corr_id":5169,"wait_on_cuda_event_id":1,"stream":20,"correlation":5170,)j"
+      R"j("device":0,"context":1}})j"));
+  const TraceEvent& ev = OnlyEvent(trace);
+  CHECK(ev.kind == EventKind::kCudaSync);
+  CHECK(trace.Str(ev.sync_kind) == "Stream Wait Event");
+  CHECK(ev.wait_on_stream == 7);
+  CHECK(ev.wait_on_event_record_correlation == 5169);
+  CHECK(ev.stream == 20);
+  CHECK(ev.correlation == 5170);
+}
+
+TEST_CASE("reader reads integer args written as strings or integral floats", "[kineto_reader]") {
+  const Trace trace = ParseOrDie(KinetoDoc(
+      R"j({"ph":"X","cat":"cuda_runtime","name":"cudaLaunchKernel","pid":1,"tid":1,"ts":1,"dur":1,)j"
+      R"j("args":{"correlation":"135071","External id":12.0,"Sequence number":null}})j"));
+  const TraceEvent& ev = OnlyEvent(trace);
+  CHECK(ev.correlation == 135071);
+  CHECK(ev.external_id == 12);
+  CHECK(ev.sequence_number == kUnset);
+  CHECK(trace.warnings.empty());
+}
+
+TEST_CASE("reader ignores an arg of the wrong type and counts a warning", "[kineto_reader]") {
+  const Trace trace = ParseOrDie(KinetoDoc(
+      R"j({"ph":"X","cat":"kernel","name":"k","pid":0,"tid":7,"ts":1,"dur":1,)j"
+      R"j("args":{"correlation":1.5,"stream":[7],"dtype":3}})j"));
+  const TraceEvent& ev = OnlyEvent(trace);
+  CHECK(ev.correlation == kUnset);
+  CHECK(ev.stream == kUnset);
+  CHECK(ev.dtype == 0);
+  REQUIRE(trace.warnings.items().size() == 1);
+  CHECK(trace.warnings.items()[0].kind == "bad_arg_type");
+  CHECK(trace.warnings.items()[0].count == 3);
+  CHECK_THAT(trace.warnings.items()[0].example, Catch::Contains("test.json") && Catch::Contains("event 0"));
+}
+
+// --- top level -----------------------------------------------------------------
+
+TEST_CASE("reader reads deviceProperties, distributedInfo, traceName and baseTimeNanoseconds", "[kineto_reader]") {
+  const std::string top =
+      R"j("schemaVersion":1,"deviceProperties":[{"id":0,"name":"NVIDIA A100-PG509-200","totalGlobalMem":42297524224,)j"
+      R"j("computeMajor":8,"computeMinor":0,"maxThreadsPerBlock":1024,"numSms":108},)j"
+      R"j({"id":1,"name":"Tesla V100-SXM2-32GB","totalGlobalMem":34089730048,"computeMajor":7,"computeMinor":0,"numSms":80}],)j"
+      R"j("distributedInfo":{"backend":"nccl","rank":3,"world_size":8,"pg_count":1,)j"
+      R"j("pg_config":[{"pg_name":"0","pg_size":8,"ranks":[0,1,2,3,4,5,6,7]}],"nccl_version":"2.17.1"},)j"
+      R"j("traceName":"worker3.pt.trace.json","displayTimeUnit":"ms","baseTimeNanoseconds":1700000000000000000)j";
+  const Trace trace = ParseOrDie(KinetoDoc(Op(), top));
+  CHECK(trace.schema_version == 1);
+  REQUIRE(trace.devices.size() == 2);
+  CHECK(trace.devices[0].id == 0);
+  CHECK(trace.devices[0].name == "NVIDIA A100-PG509-200");
+  CHECK(trace.devices[0].total_global_mem == 42297524224);
+  CHECK(trace.devices[0].compute_major == 8);
+  CHECK(trace.devices[0].compute_minor == 0);
+  CHECK(trace.devices[0].num_sms == 108);
+  CHECK(trace.devices[1].id == 1);
+  CHECK(trace.devices[1].compute_major == 7);
+  CHECK(trace.devices[1].num_sms == 80);
+  CHECK(trace.rank == 3);
+  CHECK(trace.world_size == 8);
+  CHECK(trace.backend == "nccl");
+  CHECK(trace.trace_name == "worker3.pt.trace.json");
+  CHECK(trace.base_time_ns == 1700000000000000000);
+}
+
+TEST_CASE("reader reads top-level fields that follow traceEvents", "[kineto_reader]") {
+  const Trace trace = ParseOrDie(
+      R"j({"traceEvents":[)j" + Op() + R"j(],"distributedInfo":{"rank":1,"world_size":2},"traceName":"late"})j");
+  CHECK(trace.rank == 1);
+  CHECK(trace.world_size == 2);
+  CHECK(trace.trace_name == "late");
+}
+
+TEST_CASE("reader leaves rank, world size and devices unset when the trace has none", "[kineto_reader]") {
+  const Trace trace = ParseOrDie(KinetoDoc(Op()));
+  CHECK(trace.rank == -1);
+  CHECK(trace.world_size == -1);
+  CHECK(trace.devices.empty());
+  CHECK(trace.base_time_ns == 0);
+  CHECK(trace.schema_version == kUnset);
+  CHECK_FALSE(trace.rank_from_file_name);
+}
+
+TEST_CASE("reader ignores malformed deviceProperties and distributedInfo with a warning", "[kineto_reader]") {
+  const Trace trace = ParseOrDie(KinetoDoc(Op(), R"j("deviceProperties":{"id":0},"distributedInfo":[1])j"));
+  CHECK(trace.devices.empty());
+  CHECK(trace.rank == -1);
+  std::vector<std::string> kinds;
+  for (const auto& w : trace.warnings.items()) kinds.push_back(w.kind);
+  CHECK(kinds == std::vector<std::string>{"bad_device_properties", "bad_distributed_info"});
+}
+
+// --- metadata and tracks ---------------------------------------------------------
+
+TEST_CASE("reader applies process and thread metadata to tracks", "[kineto_reader]") {
+  const Trace trace = ParseOrDie(KinetoDoc(
+      R"j({"name":"process_name","ph":"M","pid":0,"tid":0,"args":{"name":"python3"}},)j"
+      R"j({"name":"process_labels","ph":"M","pid":0,"tid":0,"args":{"labels":"GPU 0"}},)j"
+      R"j({"name":"thread_name","ph":"M","pid":0,"tid":7,"args":{"name":"stream 7 "}},)j"
+      R"j({"name":"thread_sort_index","ph":"M","pid":0,"tid":7,"args":{"sort_index":7}},)j"
+      R"j({"ph":"X","cat":"kernel","name":"k1","pid":0,"tid":7,"ts":1,"dur":1,"args":{"stream":7}},)j"
+      R"j({"ph":"X","cat":"kernel","name":"k2","pid":0,"tid":8,"ts":2,"dur":1,"args":{"stream":8}},)j"
+      R"j({"ph":"X","cat":"cpu_op","name":"op","pid":5,"tid":5,"ts":1,"dur":1},)j"
+      R"j({"name":"thread_name","ph":"M","pid":5,"tid":5,"args":{"name":"pt_main_thread"}})j"));
+  REQUIRE(trace.events.size() == 3);
+  const TraceTrack& s7 = trace.tracks[static_cast<size_t>(trace.events[0].track)];
+  const TraceTrack& s8 = trace.tracks[static_cast<size_t>(trace.events[1].track)];
+  const TraceTrack& cpu = trace.tracks[static_cast<size_t>(trace.events[2].track)];
+  CHECK(trace.Str(s7.thread_name) == "stream 7 ");
+  CHECK(s7.sort_index == 7);
+  CHECK(trace.Str(s7.process_name) == "python3");
+  CHECK(trace.Str(s7.process_label) == "GPU 0");
+  // Process metadata applies to every track of the pid, also to tracks seen later.
+  CHECK(trace.Str(s8.process_name) == "python3");
+  CHECK(trace.Str(s8.process_label) == "GPU 0");
+  CHECK(s8.thread_name == 0);
+  CHECK(s8.sort_index == kUnset);
+  CHECK(s7.gpu);
+  CHECK(s7.num_events == 1);
+  // Thread metadata may follow the events of its thread.
+  CHECK(trace.Str(cpu.thread_name) == "pt_main_thread");
+  CHECK(cpu.process_name == 0);
+  CHECK_FALSE(cpu.gpu);
+}
+
+TEST_CASE("reader keeps string pids and tids by name", "[kineto_reader]") {
+  const Trace trace = ParseOrDie(KinetoDoc(
+      R"j({"ph":"X","cat":"Trace","name":"PyTorch Profiler (0)","pid":"Spans","tid":"PyTorch Profiler","ts":1,"dur":100},)j"
+      R"j({"ph":"X","cat":"cpu_op","name":"op","pid":"123","tid":"45","ts":2,"dur":1},)j"
+      R"j({"ph":"X","cat":"cpu_op","name":"op2","pid":0,"tid":0,"ts":3,"dur":1})j"));
+  REQUIRE(trace.events.size() == 3);
+  const TraceTrack& spans = trace.tracks[static_cast<size_t>(trace.events[0].track)];
+  CHECK(spans.pid_is_text);
+  CHECK(spans.tid_is_text);
+  CHECK(trace.Str(spans.pid_text) == "Spans");
+  CHECK(trace.Str(spans.tid_text) == "PyTorch Profiler");
+  // Numeric strings are numbers.
+  const TraceTrack& numeric = trace.tracks[static_cast<size_t>(trace.events[1].track)];
+  CHECK_FALSE(numeric.pid_is_text);
+  CHECK(numeric.pid == 123);
+  CHECK(numeric.tid == 45);
+  // A text pid never shares a track with the numeric pid 0.
+  CHECK(trace.events[2].track != trace.events[0].track);
+}
+
+TEST_CASE("reader puts events of one (pid, tid) on one track", "[kineto_reader]") {
+  const Trace trace = ParseOrDie(KinetoDoc(
+      R"j({"ph":"X","cat":"cpu_op","name":"a","pid":1,"tid":2,"ts":1,"dur":1},)j"
+      R"j({"ph":"X","cat":"cpu_op","name":"b","pid":1,"tid":3,"ts":1,"dur":1},)j"
+      R"j({"ph":"X","cat":"cpu_op","name":"c","pid":1,"tid":2,"ts":3,"dur":1})j"));
+  CHECK(trace.events[0].track == trace.events[2].track);
+  CHECK(trace.events[0].track != trace.events[1].track);
+  CHECK(trace.tracks[static_cast<size_t>(trace.events[0].track)].num_events == 2);
+}
+
+// --- flows and instants ------------------------------------------------------------
+
+TEST_CASE("reader reads flow start and finish events with their ids and categories", "[kineto_reader]") {
+  const Trace trace = ParseOrDie(KinetoDoc(
+      Op() + "," +
+      R"j({"ph":"s","id":57541,"pid":2910249,"tid":2919752,"ts":4458676983526.767,"cat":"ac2g","name":"ac2g"},)j"
+      R"j({"ph":"f","id":57541,"pid":0,"tid":7,"ts":4458676983543.183,"cat":"ac2g","name":"ac2g","bp":"e"},)j"
+      R"j({"ph":"s","id":12,"pid":1,"tid":1,"ts":5,"cat":"async","name":"async"},)j"
+      R"j({"ph":"t","id":"3","pid":1,"tid":1,"ts":6,"cat":"fwdbwd","name":"fwdbwd"})j"));
+  CHECK(trace.events.size() == 1);  // flows are not events
+  REQUIRE(trace.flows.size() == 4);
+  const TraceFlow& s = trace.flows[0];
+  const TraceFlow& f = trace.flows[1];
+  CHECK(s.phase == 's');
+  CHECK(f.phase == 'f');
+  CHECK(s.id == 57541);
+  CHECK(f.id == 57541);
+  CHECK(trace.Str(s.category) == "ac2g");
+  CHECK(s.ts_ns == 4458676983526767);
+  CHECK(f.ts_ns == 4458676983543183);
+  CHECK(trace.tracks[static_cast<size_t>(s.track)].tid == 2919752);
+  CHECK(trace.tracks[static_cast<size_t>(f.track)].tid == 7);
+  CHECK(trace.Str(trace.flows[2].category) == "async");
+  CHECK(trace.flows[3].phase == 't');
+  CHECK(trace.flows[3].id == 3);
+  CHECK(trace.Str(trace.flows[3].category) == "fwdbwd");
+}
+
+TEST_CASE("reader drops a flow event without an id and counts a warning", "[kineto_reader]") {
+  const Trace trace = ParseOrDie(KinetoDoc(Op() + "," + R"j({"ph":"s","pid":1,"tid":1,"ts":5,"cat":"ac2g","name":"ac2g"})j"));
+  CHECK(trace.flows.empty());
+  REQUIRE(trace.warnings.items().size() == 1);
+  CHECK(trace.warnings.items()[0].kind == "bad_flow");
+}
+
+TEST_CASE("reader reads instant events, including [memory] with Bytes", "[kineto_reader]") {
+  const Trace trace = ParseOrDie(KinetoDoc(
+      R"j({"ph":"i","cat":"cpu_instant_event","s":"t","name":"[memory]","pid":783658,"tid":785244,"ts":1669783687464300,)j"
+      R"j("args":{"Device Type":1,"Device Id":1,"Addr":139926520725504,"Bytes":5242880,"Total Allocated":5435638784}},)j"
+      R"j({"ph":"I","s":"g","name":"Iteration Start: PyTorch Profiler","pid":1,"tid":1,"ts":7,"dur":99})j"));
+  REQUIRE(trace.events.size() == 2);
+  const TraceEvent& mem = trace.events[0];
+  CHECK(mem.instant);
+  CHECK(mem.kind == EventKind::kInstant);
+  CHECK(trace.Str(mem.name) == "[memory]");
+  CHECK(mem.bytes == 5242880);
+  CHECK(mem.dur_ns == 0);
+  CHECK(mem.ts_ns == 1669783687464300000);
+  CHECK(trace.events[1].instant);
+  CHECK(trace.events[1].dur_ns == 0);  // an instant's dur is meaningless
+}
+
+TEST_CASE("reader skips unsupported phases with a warning", "[kineto_reader]") {
+  const Trace trace = ParseOrDie(KinetoDoc(Op() + "," + R"j({"ph":"B","name":"begin","pid":1,"tid":1,"ts":1})j"));
+  CHECK(trace.events.size() == 1);
+  REQUIRE(trace.warnings.items().size() == 1);
+  CHECK(trace.warnings.items()[0].kind == "unsupported_phase_B");
+  CHECK_THAT(trace.warnings.items()[0].example, Catch::Contains("event 1"));
+}
+
+TEST_CASE("reader keeps float timestamps' nanosecond fractions exactly", "[kineto_reader]") {
+  const Trace trace = ParseOrDie(KinetoDoc(
+      R"j({"ph":"X","cat":"cuda_runtime","name":"cudaLaunchKernel","pid":1102,"tid":1102,"ts":1712195495505543.2,"dur":41.768},)j"
+      R"j({"ph":"X","cat":"cuda_runtime","name":"cudaLaunchKernel","pid":1102,"tid":1102,"ts":1712195495519695.8,"dur":0.001},)j"
+      R"j({"ph":"X","cat":"cuda_runtime","name":"cudaLaunchKernel","pid":1102,"tid":1102,"ts":4.5e2,"dur":1E1})j"));
+  REQUIRE(trace.events.size() == 3);
+  CHECK(trace.events[0].ts_ns == 1712195495505543200);
+  CHECK(trace.events[0].dur_ns == 41768);
+  CHECK(trace.events[1].ts_ns == 1712195495519695800);
+  CHECK(trace.events[1].dur_ns == 1);
+  CHECK(trace.events[2].ts_ns == 450000);
+  CHECK(trace.events[2].dur_ns == 10000);
+}
+
+// --- bad input ---------------------------------------------------------------------
+
+TEST_CASE("reader refuses empty input", "[kineto_reader][errors]") {
+  CHECK(ErrorOf("") == "t.json: the file is empty (0 bytes)");
+}
+
+TEST_CASE("reader refuses whitespace-only input", "[kineto_reader][errors]") {
+  CHECK(ErrorOf(" \n\t\r ") == "t.json: the file holds only whitespace");
+}
+
+TEST_CASE("reader refuses text that is not JSON, quoting how it starts", "[kineto_reader][errors]") {
+  CHECK(ErrorOf("hello world") ==
+        "t.json: not JSON: a trace starts with '{' or '[', this file starts with 'hello world'");
+  CHECK_THAT(ErrorOf(std::string("\x01\x02garbage", 9)), Catch::Contains("'??garbage'"));
+}
+
+TEST_CASE("reader refuses a top level that is neither an object nor an array", "[kineto_reader][errors]") {
+  CHECK_THAT(ErrorOf("42"), Catch::StartsWith("t.json: not JSON") && Catch::Contains("'42'"));
+  CHECK_THAT(ErrorOf("\"traceEvents\""), Catch::StartsWith("t.json: not JSON"));
+  CHECK_THAT(ErrorOf("null"), Catch::StartsWith("t.json: not JSON"));
+}
+
+TEST_CASE("reader refuses truncated JSON", "[kineto_reader][errors]") {
+  const std::string doc = KinetoDoc(Op("a") + "," + Op("b") + "," + Op("c"));
+  for (size_t cut : {doc.size() / 2, doc.size() / 3, doc.size() - 1, doc.size() - 2, size_t{1}, size_t{17}}) {
+    INFO("cut at " << cut << ": " << doc.substr(0, cut));
+    const std::string msg = ErrorOf(doc.substr(0, cut));
+    CHECK_THAT(msg, Catch::StartsWith("t.json: ") && Catch::Contains("truncated"));
+  }
+  const std::string array = "[" + Op("a") + "," + Op("b") + "]";
+  CHECK_THAT(ErrorOf(array.substr(0, array.size() / 2)), Catch::Contains("truncated"));
+}
+
+TEST_CASE("reader refuses an object without traceEvents", "[kineto_reader][errors]") {
+  CHECK(ErrorOf(R"j({"schemaVersion":1,"deviceProperties":[]})j") ==
+        "t.json: no \"traceEvents\" array in the top-level object");
+}
+
+TEST_CASE("reader refuses traceEvents that is not an array", "[kineto_reader][errors]") {
+  CHECK(ErrorOf(R"j({"traceEvents":{}})j") == "t.json: \"traceEvents\" must be an array");
+}
+
+TEST_CASE("reader refuses a trace that holds no events", "[kineto_reader][errors]") {
+  CHECK(ErrorOf(KinetoDoc("")) == "t.json: the trace holds no events");
+  CHECK(ErrorOf("[]") == "t.json: the trace holds no events");
+  // Metadata alone is no trace either.
+  CHECK(ErrorOf(KinetoDoc(R"j({"name":"thread_name","ph":"M","pid":1,"tid":1,"args":{"name":"x"}})j")) ==
+        "t.json: the trace holds no events");
+}
+
+TEST_CASE("reader refuses an event that is not an object, naming its index", "[kineto_reader][errors]") {
+  CHECK(ErrorOfThirdEvent("17") == "t.json: event 2: not a JSON object");
+  CHECK(ErrorOfThirdEvent("[1,2]") == "t.json: event 2: not a JSON object");
+}
+
+TEST_CASE("reader refuses an event without ph", "[kineto_reader][errors]") {
+  CHECK(ErrorOfThirdEvent(R"j({"name":"a","ts":1,"dur":1})j") == "t.json: event 2: no 'ph' (event phase)");
+}
+
+TEST_CASE("reader refuses a ph that is not one letter", "[kineto_reader][errors]") {
+  CHECK(ErrorOfThirdEvent(R"j({"ph":"XX","name":"a","ts":1,"dur":1})j") == "t.json: event 2: 'ph' is 'XX', not one letter");
+  CHECK(ErrorOfThirdEvent(R"j({"ph":1,"name":"a","ts":1,"dur":1})j") == "t.json: event 2: 'ph' must be a string");
+}
+
+TEST_CASE("reader refuses an event without ts", "[kineto_reader][errors]") {
+  CHECK(ErrorOfThirdEvent(R"j({"ph":"X","name":"a","dur":1})j") == "t.json: event 2: no 'ts'");
+  CHECK(ErrorOfThirdEvent(R"j({"ph":"i","name":"a"})j") == "t.json: event 2: no 'ts'");
+}
+
+TEST_CASE("reader refuses an event without name", "[kineto_reader][errors]") {
+  CHECK(ErrorOfThirdEvent(R"j({"ph":"X","ts":1,"dur":1})j") == "t.json: event 2: no 'name'");
+  CHECK(ErrorOfThirdEvent(R"j({"ph":"X","name":7,"ts":1,"dur":1})j") == "t.json: event 2: 'name' must be a string");
+}
+
+TEST_CASE("reader refuses a complete event without dur", "[kineto_reader][errors]") {
+  CHECK(ErrorOfThirdEvent(R"j({"ph":"X","name":"a","ts":1})j") ==
+        "t.json: event 2: complete event ('ph': 'X') has no 'dur'");
+}
+
+TEST_CASE("reader refuses a negative dur", "[kineto_reader][errors]") {
+  CHECK(ErrorOfThirdEvent(R"j({"ph":"X","name":"a","ts":1,"dur":-4})j") == "t.json: event 2: 'dur' is negative (-4 us)");
+}
+
+TEST_CASE("reader refuses ts written as a string", "[kineto_reader][errors]") {
+  CHECK(ErrorOfThirdEvent(R"j({"ph":"X","name":"a","ts":"1","dur":1})j") ==
+        "t.json: event 2: 'ts' must be a number of microseconds");
+  CHECK(ErrorOfThirdEvent(R"j({"ph":"X","name":"a","ts":1,"dur":null})j") ==
+        "t.json: event 2: 'dur' must be a number of microseconds");
+}
+
+TEST_CASE("reader refuses ts out of range", "[kineto_reader][errors]") {
+  CHECK(ErrorOfThirdEvent(R"j({"ph":"X","name":"a","ts":1e300,"dur":1})j") ==
+        "t.json: event 2: 'ts' is out of range (1e300 us)");
+  CHECK(ErrorOfThirdEvent(R"j({"ph":"X","name":"a","ts":1,"dur":99999999999999999999})j") ==
+        "t.json: event 2: 'dur' is out of range (99999999999999999999 us)");
+}
+
+TEST_CASE("reader refuses a string longer than max_string_bytes", "[kineto_reader][errors]") {
+  ReadOptions options;
+  options.max_string_bytes = 12;
+  CHECK(ErrorOfThirdEvent(R"j({"ph":"X","name":"aaaaaaaaaaaaaaaa","ts":1,"dur":1})j", options) ==
+        "t.json: event 2: 'name' is 16 bytes long (the limit is 12)");
+  CHECK(ErrorOfThirdEvent(R"j({"ph":"X","name":"a","cat":"0123456789abc","ts":1,"dur":1})j", options) ==
+        "t.json: event 2: 'cat' is 13 bytes long (the limit is 12)");
+  // At the limit is fine.
+  auto ok = ParseTraceText(KinetoDoc(Op("123456789012")), "t.json", options);
+  CHECK(ok.ok());
+}
+
+TEST_CASE("reader refuses more events than max_events", "[kineto_reader][errors]") {
+  ReadOptions options;
+  options.max_events = 2;
+  CHECK(ErrorOf(KinetoDoc(Op() + "," + Op() + "," + Op()), options) == "t.json: more than 2 events");
+  CHECK(ParseTraceText(KinetoDoc(Op() + "," + Op()), "t.json", options).ok());
+}
+
+TEST_CASE("reader survives nesting a million levels deep without recursion", "[kineto_reader][errors]") {
+  // Nothing recurses: a value daydream does not read is skipped iteratively,
+  // however deep, and the rest of the event still loads ...
+  const size_t depth = 1000000;
+  const std::string deep_arg = R"j({"ph":"X","name":"a","ts":1,"dur":1,"args":{"x":)j" +
+                               std::string(depth, '[') + std::string(depth, ']') + R"j(,"External id":5}})j";
+  const Trace trace = ParseOrDie(KinetoDoc(deep_arg));
+  REQUIRE(trace.events.size() == 1);
+  CHECK(trace.events[0].external_id == 5);
+  // ... an event that is nothing but nesting fails its type check ...
+  CHECK(ErrorOf(KinetoDoc(std::string(depth, '[') + std::string(depth, ']'))) ==
+        "t.json: event 0: not a JSON object");
+  // ... and nesting that never closes is a truncated file.
+  CHECK_THAT(ErrorOf(std::string(depth, '[')), Catch::Contains("truncated"));
+  CHECK_THAT(ErrorOf(KinetoDoc(std::string(depth, '['))), Catch::StartsWith("t.json: event 0: "));
+}
+
+TEST_CASE("reader refuses a second document after the first", "[kineto_reader][errors]") {
+  const std::string doc = KinetoDoc(Op());
+  CHECK_THAT(MessageOf(doc + " {}"),
+             Catch::StartsWith("t.json: unexpected text after the end of the JSON document at byte " +
+                               std::to_string(doc.size() + 1)));
+  CHECK_THAT(MessageOf(doc + "}"), Catch::Contains("unexpected text after the end of the JSON document"));
+}
+
+TEST_CASE("reader reports trailing garbage as text after the document", "[kineto_reader][errors]") {
+  // Text after the root that is not a closing bracket (or any text after a
+  // root array) fails simdjson's root check before iteration starts, and the
+  // reader then calls the file "truncated or malformed" although the
+  // document is complete; only "{...} {}" gets the right message.
+  const std::string doc = KinetoDoc(Op());
+  CHECK_THAT(MessageOf(doc + " garbage"), Catch::Contains("unexpected text after the end of the JSON document"));
+  const std::string array = "[" + Op() + "]";
+  CHECK_THAT(MessageOf(array + " {}"), Catch::Contains("unexpected text after the end of the JSON document"));
+}
+
+TEST_CASE("reader refuses trailing garbage after the document", "[kineto_reader][errors]") {
+  // Whatever the wording, it is an error naming the source.
+  for (const std::string& tail : {std::string(" garbage"), std::string("]"), std::string(",{}"), std::string(" 1")}) {
+    INFO("tail " << tail);
+    CHECK_THAT(ErrorOf(KinetoDoc(Op()) + tail), Catch::StartsWith("t.json: "));
+    CHECK_THAT(ErrorOf("[" + Op() + "]" + tail), Catch::StartsWith("t.json: "));
+  }
+}
+
+// --- files and ranks -----------------------------------------------------------------
+
+TEST_CASE("ReadTraceFile takes the rank from the file name when distributedInfo lacks it", "[kineto_reader]") {
+  const std::string dir = TempDir();
+  WriteFile(dir + "/rank-3.json", KinetoDoc(Op()));
+  auto trace = ReadTraceFile(dir + "/rank-3.json");
+  REQUIRE(trace.ok());
+  CHECK(trace->rank == 3);
+  CHECK(trace->rank_from_file_name);
+  CHECK(trace->path == dir + "/rank-3.json");
+}
+
+TEST_CASE("ReadTraceFile prefers distributedInfo's rank to the file name", "[kineto_reader]") {
+  const std::string dir = TempDir();
+  WriteFile(dir + "/rank-3.json", KinetoDoc(Op(), R"j("distributedInfo":{"rank":5,"world_size":8})j"));
+  auto trace = ReadTraceFile(dir + "/rank-3.json");
+  REQUIRE(trace.ok());
+  CHECK(trace->rank == 5);
+  CHECK_FALSE(trace->rank_from_file_name);
+}
+
+TEST_CASE("ReadTraceFile errors name the file", "[kineto_reader][errors]") {
+  const std::string dir = TempDir();
+  WriteFile(dir + "/bad.json", KinetoDoc(Op() + R"j(,{"ph":"X","name":"a","ts":1,"dur":-4})j"));
+  auto trace = ReadTraceFile(dir + "/bad.json");
+  REQUIRE_FALSE(trace.ok());
+  CHECK(std::string(trace.status().message()) == dir + "/bad.json: event 1: 'dur' is negative (-4 us)");
+  auto missing = ReadTraceFile(dir + "/missing.json");
+  REQUIRE_FALSE(missing.ok());
+  CHECK_THAT(std::string(missing.status().message()), Catch::Contains(dir + "/missing.json"));
+}
+
+TEST_CASE("ReadTraceFile reads gzip files", "[kineto_reader]") {
+  const std::string dir = TempDir();
+  WriteFile(dir + "/t.json.gz", KinetoDoc(Op("gz")), /*gzip=*/true);
+  auto trace = ReadTraceFile(dir + "/t.json.gz");
+  REQUIRE(trace.ok());
+  REQUIRE(trace->events.size() == 1);
+  CHECK(trace->Str(trace->events[0].name) == "gz");
+}
+
+TEST_CASE("RankFromFileName finds the rank in common trace file names", "[kineto_reader]") {
+  CHECK(RankFromFileName("rank-3.json") == 3);
+  CHECK(RankFromFileName("rank3") == 3);
+  CHECK(RankFromFileName("rank_12.json.gz") == 12);
+  CHECK(RankFromFileName("/some/dir/rank-2.Apr_03_18_51_38.1102.pt.trace.json.gz") == 2);
+  CHECK(RankFromFileName("worker5_step_12.123.pt.trace.json") == 5);
+  CHECK(RankFromFileName("worker0_step_12.1694128201545.pt.trace.json") == 0);
+  CHECK(RankFromFileName("megatron_kineto_7.json.gz") == 7);
+  CHECK(RankFromFileName("trace-4.pt.trace.json") == 4);
+  CHECK(RankFromFileName("sampled_rank-1.json.gz") == 1);
+}
+
+TEST_CASE("RankFromFileName returns -1 when the name holds no rank", "[kineto_reader]") {
+  CHECK(RankFromFileName("Falconsai__1016002.json.gz") == -1);  // a job id, not a rank
+  CHECK(RankFromFileName("trace.json") == -1);
+  CHECK(RankFromFileName("model3.json") == -1);  // no separator before the number
+  CHECK(RankFromFileName("") == -1);
+  CHECK(RankFromFileName(".json") == -1);
+  CHECK(RankFromFileName("/data/rank7/trace.json") == -1);  // only the base name counts
+}
