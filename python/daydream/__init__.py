@@ -14,6 +14,7 @@ Example::
 """
 
 from ._core import DaydreamError, Graph, Schedule, Trace, TimelineWriter, __version__
+from .capture import Profiler, profile
 from .api import (
     IterationResult,
     Job,
@@ -32,6 +33,7 @@ __all__ = [
     "IterationResult",
     "Job",
     "JobReplayResult",
+    "Profiler",
     "ReplayResult",
     "Schedule",
     "TimelineWriter",
@@ -40,6 +42,7 @@ __all__ = [
     "build_graph",
     "load_job",
     "load_trace",
+    "profile",
     "replay",
     "simulate",
 ]

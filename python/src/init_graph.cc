@@ -35,6 +35,7 @@ struct TensorView {
   std::string role;
   int32_t producer = -1;
   int32_t layer = -1;
+  std::vector<int32_t> producers;
 };
 
 py::dict Pairs(const std::vector<std::pair<std::string, int64_t>>& items) {
@@ -98,6 +99,7 @@ void InitGraph(py::module_& m) {
       .def_readonly("role", &TensorView::role)
       .def_readonly("producer", &TensorView::producer)
       .def_readonly("layer", &TensorView::layer)
+      .def_readonly("producers", &TensorView::producers, "Per iteration: the task after which it is ready (-1: none).")
       .def("__repr__", [](const TensorView& t) {
         return "<daydream.Tensor " + t.name + " " + t.role + " " + std::to_string(t.bytes) + " bytes>";
       });
@@ -180,7 +182,8 @@ void InitGraph(py::module_& m) {
               const std::string r(TensorRoleName(t.role));
               if (role.has_value() && *role != r) continue;
               out.push_back(TensorView{static_cast<int32_t>(i), std::string(g.Str(t.name)), t.shape,
-                                       std::string(g.Str(t.dtype)), t.bytes, r, t.producer, t.layer});
+                                       std::string(g.Str(t.dtype)), t.bytes, r, t.producer, t.layer,
+                                       t.producers});
             }
             return out;
           },

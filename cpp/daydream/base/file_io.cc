@@ -16,7 +16,7 @@ std::string OsError(int err) { return std::strerror(err); }
 
 }  // namespace
 
-absl::StatusOr<std::string> ReadFile(const std::string& path) {
+absl::StatusOr<std::string> ReadFile(const std::string& path, size_t spare_capacity) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
     const int err = errno;
@@ -29,6 +29,7 @@ absl::StatusOr<std::string> ReadFile(const std::string& path) {
     return absl::InvalidArgumentError(StrCat(path, ": not a regular file"));
   }
   std::string data;
+  data.reserve(static_cast<size_t>(st.st_size) + spare_capacity);
   data.resize(static_cast<size_t>(st.st_size));
   size_t done = 0;
   while (done < data.size()) {

@@ -10,8 +10,10 @@
 
 namespace daydream {
 
-// Reads the whole file at `path`. Errors name the path and the OS reason.
-absl::StatusOr<std::string> ReadFile(const std::string& path);
+// Reads the whole file at `path`. The string gets `spare_capacity` bytes of
+// capacity past its size, so a caller can pad it without copying. Errors name
+// the path and the OS reason.
+absl::StatusOr<std::string> ReadFile(const std::string& path, size_t spare_capacity = 0);
 
 // Writes `data` to `path` so that readers see either the old file or the
 // complete new one: the bytes go to a temporary file in the same directory,

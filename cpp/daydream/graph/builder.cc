@@ -1,6 +1,8 @@
 #include "daydream/graph/builder.h"
 
 #include <algorithm>
+#include <charconv>
+#include <optional>
 #include <cstdint>
 #include <limits>
 #include <string>
@@ -152,6 +154,7 @@ class Builder {
     LinkThreads();
     AssignIterations();
     AssignPhasesAndLayers();
+    AssignGradients();
     SetDevice();
     graph_.BuildAdjacency();
     if (absl::Status s = graph_.Validate(); !s.ok()) {
@@ -1075,6 +1078,100 @@ class Builder {
         task.phase = l == kNone ? Phase::kOther : graph_.tasks[static_cast<size_t>(l)].phase;
       }
     }
+  }
+
+  // Gradient tensors from "daydream.grad: <name>|<dtype>|[d0,d1]|<bytes>"
+  // ranges (written by daydream.Profiler when a parameter's gradient has
+  // been accumulated): one tensor per parameter, produced in each iteration
+  // by the task that ran just before the marker on its thread.
+  void AssignGradients() {
+    constexpr std::string_view kPrefix = "daydream.grad: ";
+    absl::flat_hash_map<std::string, int32_t> tensor_of;
+    absl::flat_hash_map<std::string, int32_t> layer_by_name;
+    for (size_t l = 0; l < graph_.layers.size(); ++l) {
+      layer_by_name.try_emplace(std::string(graph_.Str(graph_.layers[l].name)), static_cast<int32_t>(l));
+    }
+    for (int32_t e : cpu_range_events_) {
+      const TraceEvent& ev = Ev(e);
+      const std::string_view text = trace_.Str(ev.name);
+      if (ev.kind != EventKind::kUserAnnotation || !StartsWith(text, kPrefix)) continue;
+      const std::vector<std::string_view> parts = Split(text.substr(kPrefix.size()), '|');
+      std::optional<int64_t> bytes = parts.size() == 4 ? ParseInt(parts[3]) : std::nullopt;
+      std::optional<std::vector<int64_t>> shape = parts.size() == 4 ? ParseShape(parts[2]) : std::nullopt;
+      if (!bytes.has_value() || !shape.has_value() || parts[0].empty()) {
+        Warn("bad_gradient_marker", StrCat(EventLabel(e), ": expected 'daydream.grad: name|dtype|[dims]|bytes'"));
+        continue;
+      }
+      const int32_t resource = ResourceOfTrack(ev.track);
+      if (resource == kNone) continue;
+      const std::vector<int32_t>& list = resource_tasks_[static_cast<size_t>(resource)];
+      auto after = std::upper_bound(list.begin(), list.end(), ev.ts_ns,
+                                    [&](TimeNs t, int32_t id) { return t < Start(id); });
+      if (after == list.begin()) continue;
+      const int32_t producer = *std::prev(after);
+      const std::string name(parts[0]);
+      auto [it, inserted] = tensor_of.try_emplace(name, kNone);
+      if (inserted) {
+        Tensor t;
+        t.name = graph_.strings.Intern(name);
+        t.dtype = graph_.strings.Intern(parts[1]);
+        t.bytes = *bytes;
+        t.shape = *shape;
+        t.role = TensorRole::kGradient;
+        t.producers.assign(graph_.iterations.size(), kNone);
+        // The owning layer: the longest module name that prefixes the parameter's.
+        for (std::string_view prefix = name; !prefix.empty();) {
+          const size_t dot = prefix.rfind('.');
+          if (dot == std::string_view::npos) break;
+          prefix = prefix.substr(0, dot);
+          if (auto l = layer_by_name.find(std::string(prefix)); l != layer_by_name.end()) {
+            t.layer = l->second;
+            break;
+          }
+        }
+        it->second = graph_.AddTensor(std::move(t));
+      }
+      Tensor& t = graph_.tensors[static_cast<size_t>(it->second)];
+      const int32_t iteration = T(producer).iteration;
+      if (iteration >= 0) {
+        if (t.producers[static_cast<size_t>(iteration)] == kNone) t.producers[static_cast<size_t>(iteration)] = producer;
+      }
+      if (t.producer == kNone) t.producer = producer;
+    }
+  }
+
+  static std::vector<std::string_view> Split(std::string_view s, char sep) {
+    std::vector<std::string_view> out;
+    size_t start = 0;
+    for (size_t i = 0; i <= s.size(); ++i) {
+      if (i == s.size() || s[i] == sep) {
+        out.push_back(s.substr(start, i - start));
+        start = i + 1;
+      }
+    }
+    return out;
+  }
+
+  static std::optional<int64_t> ParseInt(std::string_view s) {
+    int64_t v = 0;
+    auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+    if (ec != std::errc() || ptr != s.data() + s.size() || v < 0) return std::nullopt;
+    return v;
+  }
+
+  // "[3,4]" or "[]" -> dims.
+  static std::optional<std::vector<int64_t>> ParseShape(std::string_view s) {
+    if (s.size() < 2 || s.front() != '[' || s.back() != ']') return std::nullopt;
+    std::vector<int64_t> dims;
+    s = s.substr(1, s.size() - 2);
+    if (s.empty()) return dims;
+    for (std::string_view d : Split(s, ',')) {
+      while (!d.empty() && d.front() == ' ') d.remove_prefix(1);
+      std::optional<int64_t> v = ParseInt(d);
+      if (!v.has_value()) return std::nullopt;
+      dims.push_back(*v);
+    }
+    return dims;
   }
 
   void SetDevice() {

@@ -229,9 +229,23 @@ absl::Status Graph::Validate() const {
     }
   }
   for (size_t i = 0; i < tensors.size(); ++i) {
-    if (tensors[i].producer < -1 || tensors[i].producer >= n) {
-      return bad(StrCat("tensor ", i, " (", Str(tensors[i].name), "): producer ",
-                              tensors[i].producer, " does not exist"));
+    const Tensor& t = tensors[i];
+    if (t.name < 0 || static_cast<size_t>(t.name) >= strings.size() || t.dtype < 0 ||
+        static_cast<size_t>(t.dtype) >= strings.size()) {
+      return bad(StrCat("tensor ", i, ": name or dtype id out of range"));
+    }
+    if (t.producer < -1 || t.producer >= n) {
+      return bad(StrCat("tensor ", i, " (", Str(t.name), "): producer ", t.producer, " does not exist"));
+    }
+    if (t.layer < -1 || t.layer >= static_cast<int64_t>(layers.size())) {
+      return bad(StrCat("tensor ", i, " (", Str(t.name), "): layer ", t.layer, " does not exist"));
+    }
+    if (!t.producers.empty() && t.producers.size() != iterations.size()) {
+      return bad(StrCat("tensor ", i, " (", Str(t.name), "): ", t.producers.size(),
+                        " per-iteration producers for ", iterations.size(), " iterations"));
+    }
+    for (int32_t p : t.producers) {
+      if (p < -1 || p >= n) return bad(StrCat("tensor ", i, " (", Str(t.name), "): producer ", p, " does not exist"));
     }
   }
   return absl::OkStatus();

@@ -141,10 +141,13 @@ struct Tensor {
   StringId name = 0;
   StringId dtype = 0;
   int64_t bytes = 0;
-  int32_t producer = -1;  // task after which the tensor is ready
+  int32_t producer = -1;  // task after which the tensor is ready (first iteration that has one)
   int32_t layer = -1;
   TensorRole role = TensorRole::kUnspecified;
   std::vector<int64_t> shape;
+  // Per iteration (same indexes as Graph::iterations): the task after which
+  // the tensor is ready in that iteration, -1 where it is not produced.
+  std::vector<int32_t> producers;
 };
 
 // One training iteration. Its replayed span runs from begin_offset_ns before

@@ -96,6 +96,7 @@ absl::StatusOr<std::string> SerializeGraph(const Graph& g) {
     pt->set_layer(t.layer);
     pt->set_role(static_cast<pb::TensorRole>(t.role));
     for (int64_t d : t.shape) pt->add_shape(d);
+    for (int32_t p : t.producers) pt->add_producers(p);
   }
   for (const Iteration& it : g.iterations) {
     pb::Iteration* pi = out.add_iterations();
@@ -212,6 +213,7 @@ absl::StatusOr<Graph> DeserializeGraph(const std::string& bytes, const std::stri
     t.layer = pt.layer();
     t.role = static_cast<TensorRole>(pt.role());
     t.shape.assign(pt.shape().begin(), pt.shape().end());
+    t.producers.assign(pt.producers().begin(), pt.producers().end());
     g.tensors.push_back(std::move(t));
   }
   for (const pb::Iteration& pi : in.iterations()) {

@@ -18,10 +18,10 @@ bool IsGzip(const std::string& data) {
          static_cast<unsigned char>(data[1]) == 0x8b;
 }
 
+// Zeroes `padding` bytes past the end (a parser may read them). Callers
+// allocate the capacity up front, so this does not copy.
 void Pad(std::string& s, size_t padding) {
   const size_t size = s.size();
-  s.reserve(size + padding);
-  // Zero the padding so a parser reading past the end sees no garbage.
   s.append(padding, '\0');
   s.resize(size);
 }
@@ -45,23 +45,24 @@ absl::StatusOr<std::string> GunzipBuffer(const std::string& compressed, const st
     if (isize <= uint64_t{compressed.size()} * 1032) guess = std::max<uint64_t>(guess, isize);
   }
   guess = std::clamp<uint64_t>(guess, 4096, std::max<uint64_t>(options.max_bytes, 1));
+  // `out` always holds `padding` bytes more than inflate may fill.
   std::string out;
-  out.resize(static_cast<size_t>(guess) + 1);
+  out.resize(static_cast<size_t>(guess) + 1 + padding);
   size_t produced = 0;
   zs.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(compressed.data()));
   size_t in_left = compressed.size();
   bool finished_member = false;
   while (true) {
-    if (produced == out.size()) {
-      if (out.size() >= options.max_bytes) {
+    if (produced == out.size() - padding) {
+      if (produced >= options.max_bytes) {
         inflateEnd(&zs);
         return absl::ResourceExhaustedError(StrCat(
             source, ": decompressed data exceeds the limit of ", options.max_bytes, " bytes"));
       }
-      out.resize(std::min<uint64_t>(out.size() * 2, options.max_bytes));
+      out.resize(std::min<uint64_t>(produced * 2, options.max_bytes) + padding);
     }
     const uInt in_chunk = static_cast<uInt>(std::min<size_t>(in_left, 1u << 30));
-    const uInt out_chunk = static_cast<uInt>(std::min<size_t>(out.size() - produced, 1u << 30));
+    const uInt out_chunk = static_cast<uInt>(std::min<size_t>(out.size() - padding - produced, 1u << 30));
     zs.avail_in = in_chunk;
     zs.next_out = reinterpret_cast<Bytef*>(out.data() + produced);
     zs.avail_out = out_chunk;
@@ -83,7 +84,7 @@ absl::StatusOr<std::string> GunzipBuffer(const std::string& compressed, const st
     const bool progressed = zs.avail_in != in_chunk || zs.avail_out != out_chunk;
     if (rc == Z_OK && progressed) continue;
     if (rc == Z_OK || rc == Z_BUF_ERROR) {
-      if (produced == out.size()) continue;  // output full: grow and go on
+      if (produced == out.size() - padding) continue;  // output full: grow and go on
       if (in_left == 0) break;               // input ended mid-stream
       if (progressed) continue;
     }
@@ -106,7 +107,7 @@ absl::StatusOr<std::string> GunzipBuffer(const std::string& compressed, const st
 
 absl::StatusOr<std::string> ReadTraceBytes(const std::string& path, size_t padding,
                                            const FileSourceOptions& options) {
-  DD_ASSIGN_OR_RETURN(std::string data, ReadFile(path));
+  DD_ASSIGN_OR_RETURN(std::string data, ReadFile(path, padding));
   if (IsGzip(data)) return GunzipBuffer(data, path, padding, options);
   Pad(data, padding);
   return data;
