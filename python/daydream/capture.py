@@ -34,6 +34,7 @@ import logging
 import os
 import shutil
 import tempfile
+import warnings
 from typing import Any, Callable, Dict, List, Optional, Sequence
 
 from . import api
@@ -159,9 +160,13 @@ class Profiler:
         cuda = torch.cuda.is_available() if self._cuda is None else self._cuda
         if cuda:
             activities.append(ProfilerActivity.CUDA)
+        with warnings.catch_warnings():
+            # warmup=0 is the caller's explicit choice; torch warns about it.
+            warnings.filterwarnings("ignore", message="Profiler won't be using warmup")
+            steps = schedule(wait=self.wait, warmup=self.warmup, active=self.active, repeat=1)
         self._prof = profile(
             activities=activities,
-            schedule=schedule(wait=self.wait, warmup=self.warmup, active=self.active, repeat=1),
+            schedule=steps,
             on_trace_ready=self._on_ready,
             record_shapes=self.record_shapes,
         )
@@ -207,7 +212,9 @@ class Profiler:
     @property
     def trace_path(self) -> str:
         """The recorded Kineto trace (a temporary file; see :meth:`save_trace`)."""
-        if self._trace_path is None:
+        # torch exports what it has when profiling stops early; without one
+        # completed active step that is nothing to build on.
+        if self._trace_path is None or self._steps <= self.wait + self.warmup:
             needed = self.wait + self.warmup + self.active
             raise DaydreamError(
                 f"Profiler: no trace recorded yet: {self._steps} step() calls made, "

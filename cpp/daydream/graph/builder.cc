@@ -30,6 +30,12 @@ bool IsTaskEventKind(EventKind k) {
   return k == EventKind::kCpuOp || k == EventKind::kRuntime || k == EventKind::kDriver;
 }
 
+// A gloo collective ("gloo:all_reduce", "gloo:broadcast", ...): a
+// record_function range on the gloo worker thread that did the communication.
+bool IsGlooCollective(const TraceEvent& ev, std::string_view name) {
+  return ev.kind == EventKind::kUserAnnotation && StartsWith(name, "gloo:");
+}
+
 bool IsGpuActivityKind(EventKind k) {
   return k == EventKind::kKernel || k == EventKind::kMemcpy || k == EventKind::kMemset;
 }
@@ -212,13 +218,13 @@ class Builder {
         if (!stack.empty()) {
           parent_[static_cast<size_t>(e)] = stack.back().first;
           if (end > stack.back().second) {
-            if (IsTaskEventKind(ev.kind)) {
+            if (IsTaskEvent(ev)) {
               Warn("overlapping_cpu_events",
                    StrCat(EventLabel(e), " ends after the event enclosing it; clipped"));
             }
             end = stack.back().second;
           }
-          if (IsTaskEventKind(ev.kind)) {
+          if (IsTaskEvent(ev)) {
             for (int32_t p = stack.back().first; p != kNone && !has_task_child[static_cast<size_t>(p)];
                  p = parent_[static_cast<size_t>(p)]) {
               has_task_child[static_cast<size_t>(p)] = 1;
@@ -226,7 +232,7 @@ class Builder {
           }
         }
         stack.emplace_back(e, end);
-        if (IsTaskEventKind(ev.kind)) candidates.push_back(Pending{ev.ts_ns, end, e, kNone});
+        if (IsTaskEvent(ev)) candidates.push_back(Pending{ev.ts_ns, end, e, kNone});
       }
       int32_t resource = kNone;
       TimeNs prev_end = kNeverNs;
@@ -250,6 +256,10 @@ class Builder {
     }
     std::sort(cpu_range_events_.begin(), cpu_range_events_.end(),
               [&](int32_t a, int32_t b) { return NestLess(a, b); });
+  }
+
+  bool IsTaskEvent(const TraceEvent& ev) const {
+    return IsTaskEventKind(ev.kind) || IsGlooCollective(ev, trace_.Str(ev.name));
   }
 
   bool NestLess(int32_t a, int32_t b) const {
@@ -342,6 +352,7 @@ class Builder {
       task.resource = p.resource;
       switch (ev.kind) {
         case EventKind::kCpuOp: task.kind = TaskKind::kCpuOp; break;
+        case EventKind::kUserAnnotation: task.kind = TaskKind::kCollective; break;  // gloo ranges
         case EventKind::kRuntime:
         case EventKind::kDriver:
           task.kind = ClassifySyncCall(trace_.Str(ev.name)) != SyncCall::kNone ? TaskKind::kSync
@@ -368,18 +379,54 @@ class Builder {
   int64_t TaskBytes(const TraceEvent& ev) const {
     if (ev.bytes >= 0) return ev.bytes;
     if (ev.in_msg_nelems >= 0) return ev.in_msg_nelems * DtypeBytes(trace_.Str(ev.dtype));
+    if (ev.kind == EventKind::kUserAnnotation && ev.input_dims != 0) {
+      return FirstTensorElements(trace_.Str(ev.input_dims)) * DtypeBytes(FirstType(trace_.Str(ev.input_types)));
+    }
     return -1;
   }
 
+  // Elements of the first tensor in an "Input Dims" array ("[[136714]]",
+  // "[[[4, 8]], [], []]"): the product of the first innermost list.
+  static int64_t FirstTensorElements(std::string_view dims) {
+    const size_t open = dims.find_last_of('[', dims.find(']'));
+    const size_t close = dims.find(']');
+    if (open == std::string_view::npos || close == std::string_view::npos || close < open) return 0;
+    int64_t product = 1;
+    bool any = false;
+    for (std::string_view d : Split(dims.substr(open + 1, close - open - 1), ',')) {
+      while (!d.empty() && d.front() == ' ') d.remove_prefix(1);
+      std::optional<int64_t> v = ParseInt(d);
+      if (!v.has_value()) return 0;
+      product *= *v;
+      any = true;
+    }
+    return any ? product : 1;
+  }
+
+  // The first entry of an "Input type" array ('["float", ...]' -> float).
+  static std::string_view FirstType(std::string_view types) {
+    const size_t a = types.find('"');
+    const size_t b = a == std::string_view::npos ? a : types.find('"', a + 1);
+    return b == std::string_view::npos ? std::string_view() : types.substr(a + 1, b - a - 1);
+  }
+
+  // Bytes per element of a dtype as traces spell it: NCCL args ("Float",
+  // "Half", "BFloat16"), Input type ("float", "c10::Half", "long int").
   static int64_t DtypeBytes(std::string_view dtype) {
-    const std::string d = AsciiLower(dtype);
-    if (d == "double" || d == "long" || d == "int64" || d == "float64" || d == "complexfloat") return 8;
-    if (d == "half" || d == "bfloat16" || d == "short" || d == "float16" || d == "int16") return 2;
-    if (d == "byte" || d == "char" || d == "bool" || d == "int8" || d == "uint8" ||
-        StartsWith(d, "float8")) {
+    std::string d = AsciiLower(dtype);
+    if (StartsWith(d, "c10::")) d = d.substr(5);
+    if (d == "double" || d == "long" || d == "long int" || d == "int64" || d == "float64" ||
+        d == "complexfloat" || d == "int64_t") {
+      return 8;
+    }
+    if (d == "half" || d == "bfloat16" || d == "short" || d == "short int" || d == "float16" || d == "int16") {
+      return 2;
+    }
+    if (d == "byte" || d == "char" || d == "bool" || d == "int8" || d == "uint8" || d == "unsigned char" ||
+        d == "signed char" || StartsWith(d, "float8")) {
       return 1;
     }
-    return 4;  // Float, Int and unknown
+    return 4;  // float, int and unknown
   }
 
   void LinkCpuThreads() {

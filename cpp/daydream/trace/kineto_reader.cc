@@ -485,11 +485,9 @@ class KinetoParser {
         ev.wait_on_event_record_correlation =
             ReadIntArg(v, index, "wait_on_cuda_event_record_corr_id").value_or(kUnset);
       } else if (key == "Input Dims") {
-        od::array dims;
-        std::string_view raw;
-        if (v.get_array().get(dims) == simdjson::SUCCESS && dims.raw_json().get(raw) == simdjson::SUCCESS) {
-          if (raw.size() <= options_.max_string_bytes) ev.input_dims = trace_.strings.Intern(raw);
-        }
+        ev.input_dims = ReadRawArray(v);
+      } else if (key == "Input type") {
+        ev.input_types = ReadRawArray(v);
       } else if (key == "Collective name") {
         DD_ASSIGN_OR_RETURN(ev.collective_name, ReadArgString(v, index, "Collective name"));
       } else if (key == "dtype") {
@@ -505,6 +503,18 @@ class KinetoParser {
       }
     }
     return absl::OkStatus();
+  }
+
+  // The raw JSON text of an array arg, interned; 0 when it is not an array
+  // or is longer than the string limit.
+  StringId ReadRawArray(od::value& v) {
+    od::array array;
+    std::string_view raw;
+    if (v.get_array().get(array) != simdjson::SUCCESS || array.raw_json().get(raw) != simdjson::SUCCESS ||
+        raw.size() > options_.max_string_bytes) {
+      return 0;
+    }
+    return trace_.strings.Intern(raw);
   }
 
   // Optional string arg: non-strings are counted and ignored.

@@ -66,6 +66,7 @@ struct TraceEvent {
   int64_t wait_on_event_record_correlation = kUnset;
   StringId name = 0;
   StringId input_dims = 0;       // raw JSON of "Input Dims"
+  StringId input_types = 0;      // raw JSON of "Input type"
   StringId collective_name = 0;  // "Collective name"
   StringId dtype = 0;
   StringId sync_kind = 0;        // "cuda_sync_kind"
