@@ -23,7 +23,8 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 APT_PACKAGES := g++ make pkg-config libabsl-dev libprotobuf-dev protobuf-compiler libsimdjson-dev \
                 zlib1g-dev catch2 libbenchmark-dev python3-venv
 PY_BUILD_DEPS := scikit-build-core>=0.10 pybind11>=2.12 cmake>=3.18 ninja
-PY_TEST_DEPS := pytest>=7
+# torch: the CPU build pip finds on local disk (capture tests train small models).
+PY_TEST_DEPS := pytest>=7 torch==2.13.0
 
 CPP_BUILD := build/cpp
 CMAKE := $(VENV)/bin/cmake
@@ -46,7 +47,7 @@ $(STAMPS)/apt: Makefile
 $(STAMPS)/venv: $(STAMPS)/apt Makefile
 	@[ -x $(VPY) ] || $(PYTHON) -m venv $(VENV)
 	$(VPY) -m pip install -q --disable-pip-version-check $(foreach p,$(PY_BUILD_DEPS) $(PY_TEST_DEPS),'$(p)') 2>&1 | grep -v "^WARNING: Location" || true
-	@$(VPY) -c "import scikit_build_core, pybind11, pytest" && touch $@
+	@$(VPY) -c "import scikit_build_core, pybind11, pytest, torch" && touch $@
 
 deps: $(STAMPS)/venv
 
@@ -68,7 +69,7 @@ cpp-test: $(CPP_BUILD)/build.ninja
 
 # --- Python ------------------------------------------------------------------
 py-test: $(STAMPS)/install
-	$(VPY) -m pytest -q tests/python
+	DAYDREAM_REQUIRE_TORCH=1 $(VPY) -m pytest -q tests/python
 
 test: cpp-test py-test
 
