@@ -24,7 +24,7 @@ APT_PACKAGES := g++ make pkg-config libabsl-dev libprotobuf-dev protobuf-compile
                 zlib1g-dev catch2 libbenchmark-dev python3-venv
 PY_BUILD_DEPS := scikit-build-core>=0.10 pybind11>=2.12 cmake>=3.18 ninja
 # torch: the CPU build pip finds on local disk (capture tests train small models).
-PY_TEST_DEPS := pytest>=7 torch==2.13.0
+PY_TEST_DEPS := pytest>=7 torch==2.13.0 numpy
 
 CPP_BUILD := build/cpp
 CMAKE := $(VENV)/bin/cmake
@@ -47,7 +47,7 @@ $(STAMPS)/apt: Makefile
 $(STAMPS)/venv: $(STAMPS)/apt Makefile
 	@[ -x $(VPY) ] || $(PYTHON) -m venv $(VENV)
 	$(VPY) -m pip install -q --disable-pip-version-check $(foreach p,$(PY_BUILD_DEPS) $(PY_TEST_DEPS),'$(p)') 2>&1 | grep -v "^WARNING: Location" || true
-	@$(VPY) -c "import scikit_build_core, pybind11, pytest, torch" && touch $@
+	@$(VPY) -c "import scikit_build_core, pybind11, pytest, torch, numpy" && touch $@
 
 deps: $(STAMPS)/venv
 
