@@ -259,7 +259,11 @@ class Builder {
   }
 
   bool IsTaskEvent(const TraceEvent& ev) const {
-    return IsTaskEventKind(ev.kind) || IsGlooCollective(ev, trace_.Str(ev.name));
+    const std::string_view name = trace_.Str(ev.name);
+    // daydream's own ranges (layers, gradient markers) annotate; they are never
+    // work, whatever category the profiler gave them.
+    if (StartsWith(name, "daydream.")) return false;
+    return IsTaskEventKind(ev.kind) || IsGlooCollective(ev, name);
   }
 
   bool NestLess(int32_t a, int32_t b) const {
@@ -1141,7 +1145,7 @@ class Builder {
     for (int32_t e : cpu_range_events_) {
       const TraceEvent& ev = Ev(e);
       const std::string_view text = trace_.Str(ev.name);
-      if (ev.kind != EventKind::kUserAnnotation || !StartsWith(text, kPrefix)) continue;
+      if (!StartsWith(text, kPrefix)) continue;
       const std::vector<std::string_view> parts = Split(text.substr(kPrefix.size()), '|');
       std::optional<int64_t> bytes = parts.size() == 4 ? ParseInt(parts[3]) : std::nullopt;
       std::optional<std::vector<int64_t>> shape = parts.size() == 4 ? ParseShape(parts[2]) : std::nullopt;
