@@ -1131,10 +1131,46 @@ class Builder {
     }
   }
 
+  // The task after which a gradient is ready when its thread reached `when`
+  // inside a range that began at `range_begin`: the last GPU activity the
+  // thread launched in that range (the gradient lives on the device), else
+  // the thread's last task before `when`.
+  int32_t GradientProducer(int32_t resource, TimeNs range_begin, TimeNs when) const {
+    const std::vector<Launched>& launches = thread_launches_[static_cast<size_t>(resource)];
+    auto end = std::upper_bound(launches.begin(), launches.end(), when,
+                                [](TimeNs t, const Launched& l) { return t < l.time; });
+    int32_t gpu = kNone;
+    TimeNs latest = kNeverNs;
+    for (auto it = end; it != launches.begin();) {
+      --it;
+      if (it->time < range_begin) break;
+      if (it->time > latest || (it->time == latest && it->task > gpu)) {
+        latest = it->time;
+        gpu = it->task;
+      }
+    }
+    if (gpu != kNone) return gpu;
+    const std::vector<int32_t>& list = resource_tasks_[static_cast<size_t>(resource)];
+    auto after = std::upper_bound(list.begin(), list.end(), when, [&](TimeNs t, int32_t id) { return t < Start(id); });
+    return after == list.begin() ? kNone : *std::prev(after);
+  }
+
+  // The enclosing autograd range of a gradient marker or AccumulateGrad op
+  // ("autograd::engine::evaluate_function: torch::autograd::AccumulateGrad").
+  int32_t AccumulateGradRange(int32_t e) const {
+    for (int32_t p = e; p != kNone; p = parent_[static_cast<size_t>(p)]) {
+      if (StartsWith(trace_.Str(Ev(p).name), "autograd::engine::evaluate_function: torch::autograd::AccumulateGrad")) {
+        return p;
+      }
+    }
+    return kNone;
+  }
+
   // Gradient tensors from "daydream.grad: <name>|<dtype>|[d0,d1]|<bytes>"
   // ranges (written by daydream.Profiler when a parameter's gradient has
   // been accumulated): one tensor per parameter, produced in each iteration
-  // by the task that ran just before the marker on its thread.
+  // by the work its AccumulateGrad step ran. Traces without markers get
+  // their gradients inferred from AccumulateGrad ops (InferGradients).
   void AssignGradients() {
     constexpr std::string_view kPrefix = "daydream.grad: ";
     absl::flat_hash_map<std::string, int32_t> tensor_of;
@@ -1155,11 +1191,9 @@ class Builder {
       }
       const int32_t resource = ResourceOfTrack(ev.track);
       if (resource == kNone) continue;
-      const std::vector<int32_t>& list = resource_tasks_[static_cast<size_t>(resource)];
-      auto after = std::upper_bound(list.begin(), list.end(), ev.ts_ns,
-                                    [&](TimeNs t, int32_t id) { return t < Start(id); });
-      if (after == list.begin()) continue;
-      const int32_t producer = *std::prev(after);
+      const int32_t range = AccumulateGradRange(e);
+      const int32_t producer = GradientProducer(resource, range == kNone ? ev.ts_ns : Ev(range).ts_ns, ev.ts_ns);
+      if (producer == kNone) continue;
       const std::string name(parts[0]);
       auto [it, inserted] = tensor_of.try_emplace(name, kNone);
       if (inserted) {
@@ -1182,13 +1216,98 @@ class Builder {
         }
         it->second = graph_.AddTensor(std::move(t));
       }
-      Tensor& t = graph_.tensors[static_cast<size_t>(it->second)];
-      const int32_t iteration = T(producer).iteration;
-      if (iteration >= 0) {
-        if (t.producers[static_cast<size_t>(iteration)] == kNone) t.producers[static_cast<size_t>(iteration)] = producer;
-      }
-      if (t.producer == kNone) t.producer = producer;
+      SetProducer(graph_.tensors[static_cast<size_t>(it->second)], producer);
     }
+    if (tensor_of.empty()) InferGradients();
+  }
+
+  void SetProducer(Tensor& t, int32_t producer) {
+    const int32_t iteration = T(producer).iteration;
+    if (iteration >= 0 && t.producers[static_cast<size_t>(iteration)] == kNone) {
+      t.producers[static_cast<size_t>(iteration)] = producer;
+    }
+    if (t.producer == kNone) t.producer = producer;
+  }
+
+  // Gradients of a trace recorded without daydream's markers: one per
+  // torch::autograd::AccumulateGrad op, the k-th of every iteration being the
+  // same parameter (autograd runs backward in the same order each time).
+  // Size from the op's "Input Dims" when shapes were recorded; else from the
+  // elementwise kernel its autograd step launched (DDP's gradient scaling,
+  // gradient accumulation): PyTorch's elementwise kernels give each thread 4
+  // elements, so elements ~ grid x block x 4 (within one block: on the
+  // bundled ResNet-50 trace this gives 25.58 M parameters for 25.56 M).
+  void InferGradients() {
+    std::vector<int32_t> ops;
+    for (int32_t e : cpu_range_events_) {
+      if (trace_.Str(Ev(e).name) == "torch::autograd::AccumulateGrad") ops.push_back(e);
+    }
+    if (ops.empty() || graph_.iterations.empty()) return;
+    std::vector<int32_t> index_in_iteration(graph_.iterations.size(), 0);
+    std::vector<int32_t> tensor_of_index;
+    int64_t unknown = 0;
+    for (int32_t e : ops) {
+      const TraceEvent& ev = Ev(e);
+      const int32_t resource = ResourceOfTrack(ev.track);
+      if (resource == kNone) continue;
+      const int32_t range = AccumulateGradRange(e);
+      const TimeNs begin = range == kNone ? ev.ts_ns : Ev(range).ts_ns;
+      const TimeNs end = range == kNone ? ev.end_ns() : Ev(range).end_ns();
+      const int32_t producer = GradientProducer(resource, begin, end);
+      if (producer == kNone || T(producer).iteration < 0) continue;
+      const int32_t k = index_in_iteration[static_cast<size_t>(T(producer).iteration)]++;
+      int64_t bytes = InputBytes(ev);
+      if (bytes < 0) bytes = KernelElementBytes(resource, begin, end);
+      if (k >= static_cast<int32_t>(tensor_of_index.size())) {
+        Tensor t;
+        t.name = graph_.strings.Intern(StrCat("grad[", k, "]"));
+        t.dtype = graph_.strings.Intern(bytes >= 0 ? "inferred" : "unknown");
+        t.bytes = bytes;
+        t.role = TensorRole::kGradient;
+        t.producers.assign(graph_.iterations.size(), kNone);
+        t.layer = T(producer).layer;
+        tensor_of_index.push_back(graph_.AddTensor(std::move(t)));
+      }
+      Tensor& t = graph_.tensors[static_cast<size_t>(tensor_of_index[static_cast<size_t>(k)])];
+      if (t.bytes < 0 && bytes >= 0) t.bytes = bytes;
+      SetProducer(t, producer);
+    }
+    for (const Tensor& t : graph_.tensors) unknown += t.bytes < 0 ? 1 : 0;
+    if (unknown > 0) {
+      Warn("gradient_sizes_unknown",
+           StrCat(trace_.path, ": ", unknown, " of ", tensor_of_index.size(),
+                  " gradients (from AccumulateGrad ops) have no size: the trace has no shapes and no kernel "
+                  "that reveals them"));
+    }
+  }
+
+  // Bytes of the first tensor of an op with recorded shapes, or -1.
+  int64_t InputBytes(const TraceEvent& ev) const {
+    if (ev.input_dims == 0) return -1;
+    const int64_t elements = FirstTensorElements(trace_.Str(ev.input_dims));
+    if (elements <= 0) return -1;
+    return elements * DtypeBytes(FirstType(trace_.Str(ev.input_types)));
+  }
+
+  // Bytes an elementwise kernel launched from `resource` within [begin, end]
+  // worked on (the largest such kernel), or -1.
+  int64_t KernelElementBytes(int32_t resource, TimeNs begin, TimeNs end) const {
+    const std::vector<Launched>& launches = thread_launches_[static_cast<size_t>(resource)];
+    auto it = std::lower_bound(launches.begin(), launches.end(), begin,
+                               [](const Launched& l, TimeNs t) { return l.time < t; });
+    int64_t best = -1;
+    for (; it != launches.end() && it->time <= end; ++it) {
+      const Task& k = graph_.tasks[static_cast<size_t>(it->task)];
+      if (k.kind != TaskKind::kKernel || k.trace_event < 0) continue;
+      const TraceEvent& ev = Ev(static_cast<int32_t>(k.trace_event));
+      const std::string_view name = trace_.Str(ev.name);
+      if (!Contains(name, "elementwise_kernel") || ev.grid_blocks <= 0 || ev.block_threads <= 0) continue;
+      int64_t element_bytes = 4;
+      if (Contains(name, "c10::Half") || Contains(name, "c10::BFloat16") || Contains(name, "__half")) element_bytes = 2;
+      else if (Contains(name, "<double") || Contains(name, " double")) element_bytes = 8;
+      best = std::max(best, ev.grid_blocks * ev.block_threads * 4 * element_bytes);
+    }
+    return best;
   }
 
   static std::vector<std::string_view> Split(std::string_view s, char sep) {

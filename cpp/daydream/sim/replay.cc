@@ -130,10 +130,33 @@ ReplayReport MakeReplayReport(const Graph& graph, const Schedule& schedule) {
   std::vector<TimeNs> sim_lo(report.iterations.size(), 0), sim_hi(report.iterations.size(), 0);
   std::vector<uint8_t> seen(report.iterations.size(), 0);
   std::vector<TimeNs> start_errors;
+  std::vector<uint8_t> device_seen(report.iterations.size(), 0);
+  std::vector<TimeNs> device_rec_lo(report.iterations.size(), 0), device_rec_hi(report.iterations.size(), 0);
+  std::vector<TimeNs> device_sim_lo(report.iterations.size(), 0), device_sim_hi(report.iterations.size(), 0);
   for (size_t t = 0; t < graph.tasks.size(); ++t) {
     const Task& task = graph.tasks[t];
-    if (graph.resources[static_cast<size_t>(task.resource)].kind != ResourceKind::kGpuStream) continue;
+    const ResourceKind rk = graph.resources[static_cast<size_t>(task.resource)].kind;
+    if (rk == ResourceKind::kCpuThread || rk == ResourceKind::kUnspecified) continue;
     const TimeNs recorded = task.recorded_start_ns - graph.origin_ns;
+    // Device work of an iteration: GPU streams and network channels. Tasks
+    // inserted by passes have no recorded place; their replayed one counts.
+    const size_t di = report.whole_trace ? 0 : static_cast<size_t>(task.iteration);
+    if (report.whole_trace || task.iteration >= 0) {
+      const bool inserted = task.trace_event < 0;
+      const TimeNs rec_start = inserted ? schedule.start_ns[t] : recorded;
+      const TimeNs rec_end = inserted ? schedule.end_ns[t] : recorded + task.duration_ns;
+      if (!device_seen[di]) {
+        device_seen[di] = 1;
+        device_rec_lo[di] = rec_start, device_rec_hi[di] = rec_end;
+        device_sim_lo[di] = schedule.start_ns[t], device_sim_hi[di] = schedule.end_ns[t];
+      } else {
+        device_rec_lo[di] = std::min(device_rec_lo[di], rec_start);
+        device_rec_hi[di] = std::max(device_rec_hi[di], rec_end);
+        device_sim_lo[di] = std::min(device_sim_lo[di], schedule.start_ns[t]);
+        device_sim_hi[di] = std::max(device_sim_hi[di], schedule.end_ns[t]);
+      }
+    }
+    if (rk != ResourceKind::kGpuStream) continue;
     start_errors.push_back(std::abs(schedule.start_ns[t] - recorded));
     const size_t i = report.whole_trace ? 0 : static_cast<size_t>(task.iteration);
     if (!report.whole_trace && task.iteration < 0) continue;
@@ -149,9 +172,18 @@ ReplayReport MakeReplayReport(const Graph& graph, const Schedule& schedule) {
     }
   }
   for (size_t i = 0; i < report.iterations.size(); ++i) {
-    if (!seen[i]) continue;
-    report.iterations[i].gpu_measured_ns = rec_hi[i] - rec_lo[i];
-    report.iterations[i].gpu_replayed_ns = sim_hi[i] - sim_lo[i];
+    IterationReplay& it = report.iterations[i];
+    if (seen[i]) {
+      it.gpu_measured_ns = rec_hi[i] - rec_lo[i];
+      it.gpu_replayed_ns = sim_hi[i] - sim_lo[i];
+    }
+    if (device_seen[i]) {
+      const bool chained = i > 0 && device_seen[i - 1];
+      it.device_period_measured_ns = device_rec_hi[i] - (chained ? device_rec_hi[i - 1] : device_rec_lo[i]);
+      it.device_period_replayed_ns = device_sim_hi[i] - (chained ? device_sim_hi[i - 1] : device_sim_lo[i]);
+    }
+    it.step_measured_ns = std::max(it.measured_ns, it.device_period_measured_ns);
+    it.step_replayed_ns = std::max(it.replayed_ns, it.device_period_replayed_ns);
   }
   if (!start_errors.empty()) {
     std::sort(start_errors.begin(), start_errors.end());

@@ -26,6 +26,17 @@ struct IterationReplay {
   // recorded and replayed; 0 when the iteration launched no GPU work.
   TimeNs gpu_measured_ns = 0;
   TimeNs gpu_replayed_ns = 0;
+  // The device's period for this iteration: from the end of the previous
+  // iteration's GPU and network work to the end of this one's (the first
+  // iteration: its device span). 0 without device work.
+  TimeNs device_period_measured_ns = 0;
+  TimeNs device_period_replayed_ns = 0;
+  // Steady-state step time: max(CPU step span, device period). The host
+  // launches and the device executes as a two-stage pipeline; once the device
+  // falls behind, the host's launches back up behind it, so the slower stage
+  // sets the pace. What predictions compare.
+  TimeNs step_measured_ns = 0;
+  TimeNs step_replayed_ns = 0;
 };
 
 // One row of a breakdown: a name and the time attributed to it.

@@ -488,6 +488,10 @@ class KinetoParser {
         ev.input_dims = ReadRawArray(v);
       } else if (key == "Input type") {
         ev.input_types = ReadRawArray(v);
+      } else if (key == "grid") {
+        ev.grid_blocks = ReadDimsProduct(v);
+      } else if (key == "block") {
+        ev.block_threads = static_cast<int32_t>(std::min<int64_t>(ReadDimsProduct(v), INT32_MAX));
       } else if (key == "Collective name") {
         DD_ASSIGN_OR_RETURN(ev.collective_name, ReadArgString(v, index, "Collective name"));
       } else if (key == "dtype") {
@@ -503,6 +507,21 @@ class KinetoParser {
       }
     }
     return absl::OkStatus();
+  }
+
+  // The product of a small array of dimensions ([512, 1, 1] -> 512);
+  // kUnset when it is not an array of positive integers.
+  int64_t ReadDimsProduct(od::value& v) {
+    od::array array;
+    if (v.get_array().get(array) != simdjson::SUCCESS) return kUnset;
+    int64_t product = 1;
+    for (auto item : array) {
+      int64_t d = 0;
+      if (item.get_int64().get(d) != simdjson::SUCCESS || d <= 0 || d > (int64_t{1} << 31)) return kUnset;
+      product *= d;
+      if (product > (int64_t{1} << 40)) return kUnset;
+    }
+    return product;
   }
 
   // The raw JSON text of an array arg, interned; 0 when it is not an array

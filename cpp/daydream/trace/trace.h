@@ -73,6 +73,8 @@ struct TraceEvent {
   int32_t track = -1;            // index into Trace::tracks
   int32_t device = -1;           // args "device"
   int32_t group_size = -1;       // "Group size"
+  int64_t grid_blocks = kUnset;  // kernels: product of "grid" dimensions
+  int32_t block_threads = -1;    // kernels: product of "block" dimensions
   EventKind kind = EventKind::kUnspecified;
   bool instant = false;          // 'i' event: dur_ns is 0 and meaningless
 

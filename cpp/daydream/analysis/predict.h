@@ -1,0 +1,65 @@
+// Predict: "how fast will my iteration be with optimization X?" Runs the
+// requested passes on a copy of a baseline graph, replays both, and compares
+// them: step time, time by phase and by resource, the critical path.
+#ifndef DAYDREAM_ANALYSIS_PREDICT_H_
+#define DAYDREAM_ANALYSIS_PREDICT_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "daydream/graph/graph.h"
+#include "daydream/passes/pass.h"
+#include "daydream/sim/replay.h"
+#include "daydream/sim/simulator.h"
+
+namespace daydream {
+
+struct PassRequest {
+  std::string name;
+  OptionMap options;
+};
+
+// Where an iteration's time goes, averaged over iterations: busy time by phase
+// and by resource (sums of task durations; resources run in parallel, so these
+// do not add up to the step time).
+struct TimeBreakdown {
+  std::vector<TimeShare> by_phase;
+  std::vector<TimeShare> by_resource;
+};
+
+struct IterationPrediction {
+  std::string name;
+  TimeNs measured_ns = 0;   // steady-state step (see IterationReplay::step_*), from the trace
+  TimeNs replayed_ns = 0;   // same, baseline replay
+  TimeNs predicted_ns = 0;  // same, after the passes
+};
+
+struct Prediction {
+  std::vector<PassRequest> passes;
+  std::vector<std::string> notes;      // what each pass did
+  // Medians over iterations of the steady-state step time.
+  TimeNs measured_ns = 0;
+  TimeNs replayed_ns = 0;
+  TimeNs predicted_ns = 0;
+  double speedup = 1.0;                // replayed / predicted
+  std::vector<IterationPrediction> iterations;
+  TimeBreakdown before;
+  TimeBreakdown after;
+  ReplayReport baseline_report;
+  ReplayReport predicted_report;
+  Graph predicted_graph;
+  Schedule baseline_schedule;
+  Schedule predicted_schedule;
+};
+
+// Predicts `passes` applied in order to `baseline` (unchanged; its adjacency
+// must be current). Errors name the pass that could not apply and why.
+absl::StatusOr<Prediction> Predict(const Graph& baseline, const std::vector<PassRequest>& passes);
+
+// Busy time per iteration by phase and by resource under `schedule`.
+TimeBreakdown Breakdown(const Graph& graph, const Schedule& schedule);
+
+}  // namespace daydream
+
+#endif  // DAYDREAM_ANALYSIS_PREDICT_H_

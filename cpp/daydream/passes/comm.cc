@@ -1,0 +1,348 @@
+#include "daydream/passes/comm.h"
+
+#include <algorithm>
+#include <cmath>
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "daydream/base/status_macros.h"
+#include "daydream/base/strings.h"
+#include "daydream/passes/editor.h"
+
+namespace daydream {
+namespace {
+
+constexpr double kMiB = 1024.0 * 1024.0;
+
+std::string Mb(double bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.1f MB", bytes / kMiB);
+  return buf;
+}
+
+std::vector<OptionSpec> NetworkOptions() {
+  return {
+      {"algorithm", OptionType::kString, "ring", "all-reduce algorithm: ring or tree"},
+      {"network", OptionType::kString, "auto",
+       "network preset (nvlink, pcie, ib100, ethernet10), or auto: fitted to the collectives the trace "
+       "recorded when it has them, else nvlink for GPU graphs and ethernet10 for CPU-only graphs"},
+      {"bandwidth_gbps", OptionType::kDouble, "0", "link bandwidth in GB/s, overriding the network's (0: keep)"},
+      {"latency_us", OptionType::kDouble, "-1", "per-step latency in microseconds, overriding the network's (-1: keep)"},
+  };
+}
+
+bool HasGpuWork(const Graph& g) {
+  for (const Resource& r : g.resources) {
+    if (r.kind == ResourceKind::kGpuStream) return true;
+  }
+  return false;
+}
+
+absl::StatusOr<NetworkModel> ResolveNetwork(const PassOptions& options, const Graph& graph,
+                                            const std::vector<CollectiveSample>& recorded) {
+  NetworkModel net;
+  const std::string& name = options.String("network");
+  if (name == "auto") {
+    absl::StatusOr<NetworkModel> fit = FitNetwork(recorded);
+    if (fit.ok()) {
+      net = *fit;
+    } else {
+      DD_ASSIGN_OR_RETURN(net, NetworkPreset(HasGpuWork(graph) ? "nvlink" : "ethernet10"));
+    }
+  } else {
+    DD_ASSIGN_OR_RETURN(net, NetworkPreset(name));
+  }
+  const double bw = options.Double("bandwidth_gbps");
+  if (bw < 0) return absl::InvalidArgumentError("bandwidth_gbps must be positive");
+  if (bw > 0) {
+    net.beta_bytes_per_s = bw * 1e9;
+    net.source += "+bandwidth";
+  }
+  const double lat = options.Double("latency_us");
+  if (lat >= 0) {
+    net.alpha_s = lat * 1e-6;
+    net.source += "+latency";
+  }
+  return net;
+}
+
+// Gradient tensors with known sizes; with `gradient_mb` > 0 the total is
+// spread over them evenly where the graph does not know their sizes.
+absl::StatusOr<std::vector<int32_t>> Gradients(Graph& graph, double gradient_mb) {
+  std::vector<int32_t> out;
+  int64_t unknown = 0;
+  for (size_t i = 0; i < graph.tensors.size(); ++i) {
+    if (graph.tensors[i].role != TensorRole::kGradient) continue;
+    out.push_back(static_cast<int32_t>(i));
+    if (graph.tensors[i].bytes < 0) ++unknown;
+  }
+  if (out.empty()) {
+    return absl::FailedPreconditionError(
+        "the graph has no gradient tensors: record it with daydream.Profiler(model=...), or with "
+        "torch.profiler(record_shapes=True) so AccumulateGrad ops carry their sizes");
+  }
+  if (gradient_mb > 0) {
+    const auto each = static_cast<int64_t>(gradient_mb * kMiB / static_cast<double>(out.size()));
+    for (int32_t t : out) graph.tensors[static_cast<size_t>(t)].bytes = each;
+  } else if (unknown > 0) {
+    return absl::FailedPreconditionError(StrCat(
+        unknown, " of ", out.size(), " gradients have no known size in this trace (recorded without shapes and "
+        "without kernels that reveal them): pass gradient_mb=<total MB>"));
+  }
+  return out;
+}
+
+// The task that must wait for iteration `i`'s communication: its first
+// optimizer task on a GPU stream (gradients are consumed on the device),
+// else its first optimizer task, else the task that ends the iteration.
+int32_t Consumer(const Graph& g, int32_t iteration) {
+  int32_t cpu = -1;
+  for (size_t t = 0; t < g.tasks.size(); ++t) {
+    const Task& task = g.tasks[t];
+    if (task.iteration != iteration || task.phase != Phase::kOptimizer) continue;
+    if (g.resources[static_cast<size_t>(task.resource)].kind == ResourceKind::kGpuStream) {
+      return static_cast<int32_t>(t);
+    }
+    if (cpu < 0) cpu = static_cast<int32_t>(t);
+  }
+  return cpu >= 0 ? cpu : g.iterations[static_cast<size_t>(iteration)].end_task;
+}
+
+int32_t ProducerIn(const Tensor& t, int32_t iteration) {
+  if (!t.producers.empty()) return t.producers[static_cast<size_t>(iteration)];
+  return -1;
+}
+
+// Inserts the bucketed all-reduces of every iteration. Returns how many.
+absl::StatusOr<int64_t> InsertAllReduces(Graph& graph, const AllReducePlan& plan, const std::vector<int32_t>& grads,
+                                         PassContext& context, std::string_view pass) {
+  if (graph.iterations.empty()) {
+    return absl::FailedPreconditionError("the graph has no iterations to place communication in");
+  }
+  GraphEditor editor(graph);
+  Resource channel;
+  channel.kind = ResourceKind::kCommChannel;
+  channel.process = -1;
+  channel.thread = static_cast<int64_t>(graph.resources.size());
+  channel.name = graph.strings.Intern(StrCat("network: all-reduce (", plan.world_size, " ranks, ",
+                                             plan.algorithm == CollectiveAlgorithm::kRing ? "ring" : "tree", ")"));
+  const int32_t resource = graph.AddResource(channel);
+  int32_t previous = -1;
+  int64_t inserted = 0;
+  // For the note: the first iteration that communicates.
+  size_t report_buckets = 0;
+  int64_t report_bytes = 0;
+  TimeNs report_time = 0;
+  for (int32_t it = 0; it < static_cast<int32_t>(graph.iterations.size()); ++it) {
+    const std::vector<std::vector<int32_t>> buckets =
+        BucketGradients(graph, it, grads, plan.bucket_mb, plan.first_bucket_mb);
+    if (buckets.empty()) continue;
+    const int32_t consumer = Consumer(graph, it);
+    const bool report = report_buckets == 0;
+    if (report) report_buckets = buckets.size();
+    for (size_t b = 0; b < buckets.size(); ++b) {
+      int64_t bytes = 0;
+      TimeNs ready_order = 0;
+      for (int32_t t : buckets[b]) {
+        bytes += graph.tensors[static_cast<size_t>(t)].bytes;
+        const int32_t p = ProducerIn(graph.tensors[static_cast<size_t>(t)], it);
+        ready_order = std::max(ready_order, graph.tasks[static_cast<size_t>(p)].recorded_start_ns);
+      }
+      Task task;
+      task.kind = TaskKind::kCollective;
+      task.phase = Phase::kComm;
+      task.resource = resource;
+      task.iteration = it;
+      task.bytes = bytes;
+      task.recorded_start_ns = ready_order;
+      task.duration_ns = CollectiveTime(Collective::kAllReduce, plan.algorithm, bytes, plan.world_size, plan.network);
+      task.name = graph.strings.Intern(StrCat("all_reduce bucket ", b, " (", Mb(static_cast<double>(bytes)), ")"));
+      if (report) {
+        report_bytes += bytes;
+        report_time += task.duration_ns;
+      }
+      const int32_t id = editor.AddTask(task);
+      if (previous >= 0) editor.AddEdge(previous, id, EdgeKind::kSequential);
+      previous = id;
+      for (int32_t t : buckets[b]) {
+        editor.AddEdge(ProducerIn(graph.tensors[static_cast<size_t>(t)], it), id, EdgeKind::kData);
+      }
+      editor.AddEdge(id, consumer, EdgeKind::kData);
+      ++inserted;
+    }
+  }
+  if (inserted == 0) {
+    return absl::FailedPreconditionError("no iteration has gradients with a producing task");
+  }
+  DD_RETURN_IF_ERROR(editor.Commit());
+  context.Note(StrCat(pass, ": ", plan.world_size, " ranks, ",
+                      plan.algorithm == CollectiveAlgorithm::kRing ? "ring" : "tree", " all-reduce over ",
+                      plan.network.source, " (", plan.network.beta_bytes_per_s / 1e9, " GB/s, ",
+                      plan.network.alpha_s * 1e6, " us): ", grads.size(), " gradients (",
+                      Mb(static_cast<double>(report_bytes)), ") in ", report_buckets, " buckets per iteration, ",
+                      static_cast<double>(report_time) / 1e6, " ms of all-reduce per iteration"));
+  return inserted;
+}
+
+absl::StatusOr<AllReducePlan> PlanFrom(const PassOptions& options, const Graph& graph, int world_size,
+                                       const std::vector<CollectiveSample>& recorded) {
+  AllReducePlan plan;
+  plan.world_size = world_size;
+  DD_ASSIGN_OR_RETURN(plan.algorithm, ParseCollectiveAlgorithm(options.String("algorithm")));
+  DD_ASSIGN_OR_RETURN(plan.network, ResolveNetwork(options, graph, recorded));
+  plan.bucket_mb = options.Double("bucket_mb");
+  plan.first_bucket_mb = options.Double("first_bucket_mb");
+  if (plan.bucket_mb < 0 || plan.first_bucket_mb < 0) {
+    return absl::InvalidArgumentError("bucket_mb and first_bucket_mb must be >= 0");
+  }
+  return plan;
+}
+
+class DataParallelPass : public Pass {
+ public:
+  explicit DataParallelPass(PassOptions options) : options_(std::move(options)) {}
+  std::string_view name() const override { return "data_parallel"; }
+
+ protected:
+  absl::StatusOr<bool> RunImpl(Graph& graph, PassContext& context) override {
+    const int64_t world = options_.Int("world_size");
+    if (world < 1) return absl::InvalidArgumentError("world_size must be >= 1");
+    if (world == 1) {
+      context.Note("data_parallel: world_size=1, nothing to communicate; the graph is unchanged");
+      return false;
+    }
+    int64_t recorded = 0;
+    for (const Task& t : graph.tasks) recorded += t.kind == TaskKind::kCollective ? 1 : 0;
+    if (recorded > 0) {
+      return absl::FailedPreconditionError(StrCat(
+          "the graph already communicates (", recorded, " collectives): it was recorded data-parallel; "
+          "use tensor_fusion to change the buckets, or scale:comm=... to change the network"));
+    }
+    DD_ASSIGN_OR_RETURN(std::vector<int32_t> grads, Gradients(graph, options_.Double("gradient_mb")));
+    DD_ASSIGN_OR_RETURN(AllReducePlan plan, PlanFrom(options_, graph, static_cast<int>(world), {}));
+    DD_RETURN_IF_ERROR(InsertAllReduces(graph, plan, grads, context, name()).status());
+    return true;
+  }
+
+ private:
+  PassOptions options_;
+};
+
+class TensorFusionPass : public Pass {
+ public:
+  explicit TensorFusionPass(PassOptions options) : options_(std::move(options)) {}
+  std::string_view name() const override { return "tensor_fusion"; }
+
+ protected:
+  absl::StatusOr<bool> RunImpl(Graph& graph, PassContext& context) override {
+    int world = static_cast<int>(options_.Int("world_size"));
+    if (world <= 0) world = graph.world_size;
+    // The gradient all-reduces the trace recorded: replaced by the new buckets.
+    std::vector<int32_t> old;
+    for (size_t t = 0; t < graph.tasks.size(); ++t) {
+      const Task& task = graph.tasks[t];
+      if (task.kind != TaskKind::kCollective || task.iteration < 0) continue;
+      absl::StatusOr<Collective> c = CollectiveOfTaskName(graph.Str(task.name));
+      if (c.ok() && *c == Collective::kAllReduce) old.push_back(static_cast<int32_t>(t));
+    }
+    if (world <= 1) {
+      return absl::FailedPreconditionError(
+          old.empty() ? "the graph is single-device: pass world_size=N (N >= 2) to fuse its gradients' all-reduces"
+                      : "the trace does not say how many ranks it had: pass world_size=N");
+    }
+    const std::vector<CollectiveSample> samples = CollectiveSamples(graph, world);
+    DD_ASSIGN_OR_RETURN(std::vector<int32_t> grads, Gradients(graph, options_.Double("gradient_mb")));
+    DD_ASSIGN_OR_RETURN(AllReducePlan plan, PlanFrom(options_, graph, world, samples));
+    if (!old.empty()) {
+      GraphEditor editor(graph);
+      for (int32_t t : old) DD_RETURN_IF_ERROR(editor.RemoveTask(t, /*keep_gap=*/false));
+      DD_RETURN_IF_ERROR(editor.Commit());
+      context.Note(StrCat("tensor_fusion: replaced ", old.size(), " recorded gradient all-reduces"));
+      // Tensor ids are unchanged by the removal; the list stays valid.
+    }
+    DD_RETURN_IF_ERROR(InsertAllReduces(graph, plan, grads, context, name()).status());
+    return true;
+  }
+
+ private:
+  PassOptions options_;
+};
+
+}  // namespace
+
+std::vector<std::vector<int32_t>> BucketGradients(const Graph& graph, int32_t iteration,
+                                                  const std::vector<int32_t>& gradients, double bucket_mb,
+                                                  double first_bucket_mb) {
+  std::vector<std::pair<int32_t, int32_t>> ready;  // (producer, tensor)
+  for (int32_t t : gradients) {
+    const int32_t p = ProducerIn(graph.tensors[static_cast<size_t>(t)], iteration);
+    if (p >= 0) ready.emplace_back(p, t);
+  }
+  std::stable_sort(ready.begin(), ready.end());
+  std::vector<std::vector<int32_t>> buckets;
+  double filled = 0;
+  for (const auto& [producer, t] : ready) {
+    const double bytes = static_cast<double>(graph.tensors[static_cast<size_t>(t)].bytes);
+    // While the first bucket fills, its own (smaller) cap applies.
+    const double cap = (buckets.size() == 1 ? first_bucket_mb : bucket_mb) * kMiB;
+    if (buckets.empty() || bucket_mb <= 0 || filled + bytes > cap) {
+      buckets.emplace_back();
+      filled = 0;
+    }
+    buckets.back().push_back(t);
+    filled += bytes;
+  }
+  return buckets;
+}
+
+PassInfo DataParallelPassInfo() {
+  PassInfo info;
+  info.name = "data_parallel";
+  info.summary = "N-way data parallelism from a single-device graph";
+  info.model =
+      "Every gradient is all-reduced among world_size ranks on a network resource, in buckets filled in the "
+      "order gradients become ready (DDP: bucket_mb, first bucket first_bucket_mb); a bucket's all-reduce starts "
+      "when its last gradient is ready and runs overlapped with the rest of backward; the optimizer step waits "
+      "for all of them. Time per all-reduce from the alpha-beta model (ring 2(N-1)a + 2(N-1)/N b/B; tree "
+      "2 log2(N) a + 2 b/B). Sources: Daydream (ATC'20) data-parallel model, PyTorch DDP bucketing.";
+  info.options = {
+      {"world_size", OptionType::kInt, "8", "number of data-parallel ranks (1: no change)"},
+      {"bucket_mb", OptionType::kDouble, "25", "bucket size in MB (0: one all-reduce per gradient)"},
+      {"first_bucket_mb", OptionType::kDouble, "1", "size of the first bucket in MB"},
+      {"gradient_mb", OptionType::kDouble, "0",
+       "total gradient size in MB, for traces that do not record gradient sizes (0: from the graph)"},
+  };
+  for (OptionSpec& s : NetworkOptions()) info.options.push_back(s);
+  info.create = [](const PassOptions& o) -> absl::StatusOr<std::unique_ptr<Pass>> {
+    return std::unique_ptr<Pass>(new DataParallelPass(o));
+  };
+  return info;
+}
+
+PassInfo TensorFusionPassInfo() {
+  PassInfo info;
+  info.name = "tensor_fusion";
+  info.summary = "gradient bucketing: one all-reduce per bucket of gradients";
+  info.model =
+      "Gradients are grouped into buckets of bucket_mb in the order they become ready (the first bucket "
+      "first_bucket_mb, as DDP); one all-reduce per bucket starts when its last gradient is ready; the "
+      "optimizer step waits for all of them. On a graph that recorded gradient all-reduces, those are replaced "
+      "and the network is fitted to them (alpha-beta, least squares); on a single-device graph it acts as "
+      "data_parallel with world_size ranks. Sources: Horovod tensor fusion, PyTorch DDP buckets, XLA's "
+      "all-reduce combiner, DisCo.";
+  info.options = {
+      {"bucket_mb", OptionType::kDouble, "25", "bucket size in MB (0: one all-reduce per gradient)"},
+      {"first_bucket_mb", OptionType::kDouble, "1", "size of the first bucket in MB"},
+      {"world_size", OptionType::kInt, "0", "number of ranks (0: the trace's world size)"},
+      {"gradient_mb", OptionType::kDouble, "0",
+       "total gradient size in MB, for traces that do not record gradient sizes (0: from the graph)"},
+  };
+  for (OptionSpec& s : NetworkOptions()) info.options.push_back(s);
+  info.create = [](const PassOptions& o) -> absl::StatusOr<std::unique_ptr<Pass>> {
+    return std::unique_ptr<Pass>(new TensorFusionPass(o));
+  };
+  return info;
+}
+
+}  // namespace daydream

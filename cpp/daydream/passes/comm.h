@@ -1,0 +1,40 @@
+// Communication passes: data_parallel (N-way data parallelism from a
+// single-device graph) and tensor_fusion (gradient bucketing), built on one
+// mechanism: group each iteration's gradients into buckets in the order they
+// become ready, insert one all-reduce per bucket on a network resource, started
+// when its last gradient is ready, and make the optimizer step wait for all of
+// them. Costs come from cost/collectives.h.
+#ifndef DAYDREAM_PASSES_COMM_H_
+#define DAYDREAM_PASSES_COMM_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "daydream/cost/collectives.h"
+#include "daydream/graph/graph.h"
+#include "daydream/passes/pass.h"
+
+namespace daydream {
+
+// How to communicate gradients.
+struct AllReducePlan {
+  int world_size = 8;
+  CollectiveAlgorithm algorithm = CollectiveAlgorithm::kRing;
+  NetworkModel network;
+  double bucket_mb = 25;       // 0: one all-reduce per gradient
+  double first_bucket_mb = 1;  // DDP's first bucket is smaller (1 MB) so communication starts early
+};
+
+// Gradient buckets of one iteration: lists of tensor ids in ready order.
+std::vector<std::vector<int32_t>> BucketGradients(const Graph& graph, int32_t iteration,
+                                                  const std::vector<int32_t>& gradients, double bucket_mb,
+                                                  double first_bucket_mb);
+
+// Pass infos for the registry.
+PassInfo DataParallelPassInfo();
+PassInfo TensorFusionPassInfo();
+
+}  // namespace daydream
+
+#endif  // DAYDREAM_PASSES_COMM_H_

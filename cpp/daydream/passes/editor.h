@@ -1,0 +1,116 @@
+// The primitives passes are built from: select tasks, insert a task with its
+// edges, remove a task keeping its dependencies, scale durations, merge tasks,
+// set priorities.
+//
+// A GraphEditor works on a Graph in place: new tasks and edges are appended,
+// removed ones are marked dead, and Commit() compacts ids (keeping the order of
+// what survives), remaps tensors and iterations, rebuilds the adjacency and
+// validates. Edits are cheap (no copies of the graph); the original edges are
+// read through the graph's CSR adjacency, new ones through small overflow lists.
+#ifndef DAYDREAM_PASSES_EDITOR_H_
+#define DAYDREAM_PASSES_EDITOR_H_
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "daydream/graph/graph.h"
+
+namespace daydream {
+
+// Which tasks to select. Every set criterion must hold.
+struct TaskSelector {
+  std::vector<TaskKind> kinds;          // empty: any kind
+  std::vector<Phase> phases;            // empty: any phase
+  std::string name_regex;               // ECMAScript regex searched in the name; empty: any
+  int32_t layer = -2;                   // -2: any; -1: no layer
+  int32_t resource = -1;                // -1: any
+  ResourceKind resource_kind = ResourceKind::kUnspecified;  // kUnspecified: any
+  int32_t iteration = -2;               // -2: any; -1: outside every iteration
+};
+
+// Task ids matching `selector`, in id order. Errors: a malformed regex.
+absl::StatusOr<std::vector<int32_t>> SelectTasks(const Graph& graph, const TaskSelector& selector);
+
+// Checks what passes must keep: on every resource the sequential edges form
+// one chain (at most one sequential predecessor and successor per task, both
+// on the task's resource).
+absl::Status ValidateResourceChains(const Graph& graph);
+
+class GraphEditor {
+ public:
+  // `graph` must outlive the editor. Builds the adjacency if stale.
+  explicit GraphEditor(Graph& graph);
+
+  Graph& graph() { return graph_; }
+  const Graph& graph() const { return graph_; }
+  bool removed(int32_t task) const { return dead_task_[static_cast<size_t>(task)] != 0; }
+
+  // Live edges into / out of `task` (edge indexes into graph().edges).
+  std::vector<int32_t> InEdges(int32_t task) const;
+  std::vector<int32_t> OutEdges(int32_t task) const;
+
+  // The tasks before / after `task` on its resource (-1 at the ends).
+  int32_t SequentialPrev(int32_t task) const;
+  int32_t SequentialNext(int32_t task) const;
+  // The last live task of `resource` in chain order (-1 when empty).
+  int32_t LastOnResource(int32_t resource) const;
+
+  // Adds a task with no edges; returns its id.
+  int32_t AddTask(const Task& task);
+  // Adds an edge; returns its index.
+  int32_t AddEdge(int32_t from, int32_t to, EdgeKind kind, TimeNs lag_ns = 0);
+  void RemoveEdge(int32_t edge);
+
+  // Splices `task` into its resource's chain right after `after` (-1: at the
+  // front).
+  void InsertAfterOnResource(int32_t after, int32_t task);
+  // Appends `task` at the end of its resource's chain.
+  void AppendToResource(int32_t task);
+
+  // Removes `task`, keeping what it ordered: its resource neighbours are
+  // chained, and every predecessor is linked to every successor (lags add up).
+  // `keep_gap` moves the task's gap to its successor (the framework time
+  // around it stays); otherwise that time goes with the task. Tensors it
+  // produced are produced by its resource predecessor; iteration anchors move
+  // to its neighbour. Error: removing an already removed task.
+  absl::Status RemoveTask(int32_t task, bool keep_gap = false);
+
+  // duration := round(duration * factor); factor >= 0.
+  void ScaleDuration(int32_t task, double factor);
+
+  // Replaces `tasks` (all on one resource, at least one) by one task of
+  // `duration` named `name` at the place of the first: it keeps the first's
+  // gap, and every dependency the group had with the rest of the graph.
+  absl::StatusOr<int32_t> MergeTasks(const std::vector<int32_t>& tasks, TimeNs duration, std::string_view name);
+
+  void SetPriority(int32_t task, int32_t priority) { graph_.tasks[static_cast<size_t>(task)].priority = priority; }
+
+  // Compacts the graph, rebuilds the adjacency and validates (including the
+  // resource chains). The editor must not be used afterwards.
+  absl::Status Commit();
+
+  // Number of edits made (0: the graph is unchanged).
+  int64_t num_edits() const { return edits_; }
+
+ private:
+  bool EdgeLive(int32_t e) const { return dead_edge_[static_cast<size_t>(e)] == 0; }
+  void AppendEdgeIndex(absl::flat_hash_map<int32_t, std::vector<int32_t>>& lists, int32_t task, int32_t edge);
+
+  Graph& graph_;
+  size_t base_tasks_ = 0;  // tasks covered by the CSR adjacency
+  size_t base_edges_ = 0;
+  std::vector<uint8_t> dead_task_;
+  std::vector<uint8_t> dead_edge_;
+  absl::flat_hash_map<int32_t, std::vector<int32_t>> extra_in_;
+  absl::flat_hash_map<int32_t, std::vector<int32_t>> extra_out_;
+  int64_t edits_ = 0;
+};
+
+}  // namespace daydream
+
+#endif  // DAYDREAM_PASSES_EDITOR_H_

@@ -1,0 +1,29 @@
+#include "daydream/passes/pipeline.h"
+
+#include "absl/status/status.h"
+#include "daydream/base/strings.h"
+#include "daydream/passes/editor.h"
+
+namespace daydream {
+
+absl::StatusOr<bool> Pipeline::Run(Graph& graph, PassContext& context) {
+  bool changed = false;
+  for (const std::unique_ptr<Pass>& pass : passes_) {
+    if (!graph.has_adjacency()) graph.BuildAdjacency();
+    absl::StatusOr<bool> result = pass->Run(graph, context);
+    if (!result.ok()) {
+      return absl::Status(result.status().code(), StrCat(pass->name(), ": ", result.status().message()));
+    }
+    if (!*result) continue;
+    changed = true;
+    if (!graph.has_adjacency()) graph.BuildAdjacency();
+    absl::Status valid = graph.Validate();
+    if (valid.ok()) valid = ValidateResourceChains(graph);
+    if (!valid.ok()) {
+      return absl::InternalError(StrCat(pass->name(), " left an invalid graph (a daydream bug): ", valid.message()));
+    }
+  }
+  return changed;
+}
+
+}  // namespace daydream
