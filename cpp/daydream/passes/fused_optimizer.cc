@@ -1,0 +1,1 @@
+// Filled in by the fused_optimizer pass.

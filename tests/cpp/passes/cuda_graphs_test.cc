@@ -1,0 +1,1 @@
+// Tests of the cuda_graphs pass.

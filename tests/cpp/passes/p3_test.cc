@@ -1,0 +1,1 @@
+// Tests of the p3 pass.
