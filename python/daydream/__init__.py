@@ -15,6 +15,7 @@ Example::
 
 from ._core import DaydreamError, Graph, Schedule, Trace, TimelineWriter, __version__
 from .capture import Profiler, profile
+from .prediction import Prediction, passes, predict
 from .api import (
     IterationResult,
     Job,
@@ -33,6 +34,7 @@ __all__ = [
     "IterationResult",
     "Job",
     "JobReplayResult",
+    "Prediction",
     "Profiler",
     "ReplayResult",
     "Schedule",
@@ -42,6 +44,8 @@ __all__ = [
     "build_graph",
     "load_job",
     "load_trace",
+    "passes",
+    "predict",
     "profile",
     "replay",
     "simulate",

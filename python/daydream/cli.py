@@ -2,6 +2,8 @@
 
     daydream info TRACE [--json]
     daydream replay TRACE [--json] [--timeline OUT.json]
+    daydream predict TRACE --opt NAME[:key=value,...] [--opt ...] [--json] [--timeline OUT.json]
+    daydream passes [--json]
 
 TRACE is a trace file (``.json`` or ``.json.gz``) or a directory of per-rank
 trace files. Bad input exits with status 2 and one line on stderr.
@@ -17,6 +19,7 @@ import sys
 from typing import Any, Dict, List, NoReturn, Optional, Sequence
 
 from . import __version__, api
+from . import prediction as predict_mod
 from ._core import DaydreamError
 
 EXIT_BAD_INPUT = 2
@@ -137,6 +140,38 @@ def _cmd_replay(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_predict(args: argparse.Namespace) -> int:
+    pred = predict_mod.predict(args.trace, args.opt)
+    if args.timeline:
+        pred.timeline(args.timeline)
+    if args.json:
+        out = {"trace": args.trace, **pred.to_dict()}
+        if args.timeline:
+            out["timeline"] = args.timeline
+        json.dump(out, sys.stdout, indent=1)
+        print()
+        return 0
+    print(f"trace           {args.trace}")
+    print(repr(pred))
+    if args.timeline:
+        print(f"timeline        {args.timeline} (baseline and predicted side by side; open in https://ui.perfetto.dev)")
+    return 0
+
+
+def _cmd_passes(args: argparse.Namespace) -> int:
+    items = predict_mod.passes()
+    if args.json:
+        json.dump(items, sys.stdout, indent=1)
+        print()
+        return 0
+    for p in items:
+        print(f"{p['name']}: {p['summary']}")
+        for o in p["options"]:
+            default = f" (default {o['default']})" if o["default"] != "" else ""
+            print(f"    {o['name']} [{o['type']}]{default}: {o['help']}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="daydream",
@@ -157,6 +192,18 @@ def build_parser() -> argparse.ArgumentParser:
     replay.add_argument("--json", action="store_true", help="print one JSON object")
     replay.add_argument("--timeline", metavar="OUT.json", help="write the replayed schedule for ui.perfetto.dev")
     replay.set_defaults(func=_cmd_replay)
+
+    predict = sub.add_parser("predict", help="predict the step time after optimizations")
+    predict.add_argument("trace", metavar="TRACE", help="trace file (.json, .json.gz)")
+    predict.add_argument("--opt", action="append", required=True, metavar="NAME[:key=value,...]",
+                         help="an optimization with its options (repeatable, applied in order); see 'daydream passes'")
+    predict.add_argument("--json", action="store_true", help="print one JSON object")
+    predict.add_argument("--timeline", metavar="OUT.json", help="write baseline and predicted schedules side by side")
+    predict.set_defaults(func=_cmd_predict)
+
+    passes = sub.add_parser("passes", help="the optimizations daydream can predict, with their options")
+    passes.add_argument("--json", action="store_true", help="print JSON")
+    passes.set_defaults(func=_cmd_passes)
     return parser
 
 

@@ -9,6 +9,7 @@ namespace daydream::python {
 void InitTrace(pybind11::module_& m);
 void InitGraph(pybind11::module_& m);
 void InitSim(pybind11::module_& m);
+void InitPasses(pybind11::module_& m);
 
 }  // namespace daydream::python
 

@@ -13,4 +13,5 @@ PYBIND11_MODULE(_core, m) {
   daydream::python::InitTrace(m);
   daydream::python::InitGraph(m);
   daydream::python::InitSim(m);
+  daydream::python::InitPasses(m);
 }

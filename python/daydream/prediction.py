@@ -1,0 +1,253 @@
+"""daydream.predict: how fast will one iteration be after optimization X?
+
+Example::
+
+    pred = daydream.predict("rank0.pt.trace.json.gz", opt="tensor_fusion", world_size=8, bucket_mb=25)
+    pred = daydream.predict(model, opt=["amp", "fused_optimizer"], inputs=batch)
+    pred.speedup, pred.predicted_ms
+    pred.timeline("baseline_vs_predicted.json")   # open in https://ui.perfetto.dev
+"""
+
+from __future__ import annotations
+
+import html
+import os
+from dataclasses import dataclass, field
+from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple, Union
+
+from . import _core, api
+from ._core import DaydreamError, Graph
+
+OptSpec = Union[str, Sequence[str]]
+
+
+def passes() -> List[Dict[str, Any]]:
+    """Every optimization daydream can predict: name, summary, model (what it
+    assumes and its source) and options with their types, defaults and help.
+
+    Example::
+
+        [p["name"] for p in daydream.passes()]
+    """
+    return list(_core.passes())
+
+
+def parse_opt(spec: str) -> Tuple[str, Dict[str, str]]:
+    """``"tensor_fusion:bucket_mb=25,world_size=8"`` -> ("tensor_fusion", {...})."""
+    name, _, rest = spec.partition(":")
+    name = name.strip()
+    if not name:
+        raise DaydreamError(f"optimization '{spec}': no name before ':'")
+    options: Dict[str, str] = {}
+    for item in filter(None, (s.strip() for s in rest.split(","))):
+        key, eq, value = item.partition("=")
+        if not eq or not key.strip():
+            raise DaydreamError(f"optimization '{spec}': expected key=value, got '{item}'")
+        options[key.strip()] = value.strip()
+    return name, options
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def _requests(opt: OptSpec, options: Dict[str, Any]) -> List[Tuple[str, Dict[str, str]]]:
+    specs = [opt] if isinstance(opt, str) else list(opt)
+    if not specs:
+        raise DaydreamError("predict: no optimization given (opt=...); see daydream.passes()")
+    known = {p["name"]: {o["name"] for o in p["options"]} for p in passes()}
+    requests = []
+    for spec in specs:
+        name, given = parse_opt(spec)
+        if name not in known:
+            raise DaydreamError(f"unknown optimization '{name}' (known: {', '.join(known)})")
+        requests.append((name, given))
+    # Keyword options go to every requested pass that takes them.
+    for key, value in options.items():
+        takers = [name for name, _ in requests if key in known[name]]
+        if not takers:
+            offered = "; ".join(f"{n}: {', '.join(sorted(known[n])) or 'none'}" for n, _ in requests)
+            raise DaydreamError(f"no requested optimization takes option '{key}' ({offered})")
+        for name, given in requests:
+            if name in takers:
+                given.setdefault(key, _text(value))
+    return requests
+
+
+def _is_module(obj: Any) -> bool:
+    return hasattr(obj, "named_modules") and hasattr(obj, "parameters") and callable(obj)
+
+
+def _baseline(subject: Any, inputs: Any, target: Any, loss_fn: Any, optimizer: Any, warmup: int,
+              active: int) -> Graph:
+    from .capture import Profiler, profile  # noqa: PLC0415 - torch only when needed
+
+    if isinstance(subject, Graph):
+        return subject
+    if isinstance(subject, Profiler):
+        return subject.graph
+    if isinstance(subject, (str, os.PathLike)):
+        path = os.fspath(subject)
+        if os.path.isdir(path):
+            raise DaydreamError(f"{path}: predict takes one rank's trace; for a job, predict each rank "
+                                "(daydream.load_job(path).graphs())")
+        return api.build_graph(api.load_trace(path))
+    if _is_module(subject):
+        if inputs is None:
+            raise DaydreamError("predict(model, ...): pass inputs= (a batch the model takes)")
+        return profile(subject, inputs, target=target, loss_fn=loss_fn, optimizer=optimizer, warmup=warmup,
+                       active=active)
+    if callable(subject):
+        prof = Profiler(warmup=warmup, active=active, optimizer=optimizer)
+        with prof:
+            for _ in range(warmup + active):
+                subject()
+                prof.step()
+        return prof.graph
+    raise DaydreamError(f"predict: cannot predict for a {type(subject).__name__}: pass an nn.Module with inputs=, "
+                        "a callable training step, a Graph, a Profiler or a trace path")
+
+
+@dataclass
+class Prediction:
+    """A predicted step time next to the measured and replayed ones.
+
+    Step times are steady-state: max(CPU step span, device period) — a host
+    that never waits inside a step hides a GPU bottleneck otherwise.
+    ``speedup`` is replayed / predicted (model against model).
+    """
+
+    opts: List[str]
+    measured_ms: float
+    replayed_ms: float
+    predicted_ms: float
+    speedup: float
+    iterations: List[Dict[str, Any]]
+    notes: List[str]
+    before: Dict[str, Dict[str, float]]
+    after: Dict[str, Dict[str, float]]
+    critical_path: Dict[str, Any]
+    baseline: Graph = field(repr=False, compare=False)
+    graph: Graph = field(repr=False, compare=False)
+    _result: Any = field(repr=False, compare=False)
+
+    @property
+    def by_phase(self) -> Dict[str, Dict[str, float]]:
+        """Busy ms per iteration by phase: {"before": {...}, "after": {...}}."""
+        return {"before": self.before["by_phase_ms"], "after": self.after["by_phase_ms"]}
+
+    @property
+    def by_resource(self) -> Dict[str, Dict[str, float]]:
+        """Busy ms per iteration by resource: {"before": {...}, "after": {...}}."""
+        return {"before": self.before["by_resource_ms"], "after": self.after["by_resource_ms"]}
+
+    def timeline(self, path: Union[str, "os.PathLike[str]"]) -> None:
+        """Writes baseline and predicted schedules side by side (two processes
+        in one Chrome-trace file; open it in https://ui.perfetto.dev)."""
+        writer = _core.TimelineWriter()
+        writer.add(self._result.baseline_schedule, "baseline")
+        writer.add(self._result.predicted_schedule, "predicted: " + " + ".join(self.opts))
+        writer.write(os.fspath(path))
+
+    def to_dict(self) -> Dict[str, Any]:
+        """JSON-ready dict: what ``daydream predict --json`` prints."""
+        return {
+            "opts": self.opts,
+            "measured_ms": self.measured_ms,
+            "replayed_ms": self.replayed_ms,
+            "predicted_ms": self.predicted_ms,
+            "speedup": self.speedup,
+            "iterations": self.iterations,
+            "notes": self.notes,
+            "by_phase_ms": self.by_phase,
+            "by_resource_ms": self.by_resource,
+            "critical_path": self.critical_path,
+        }
+
+    def _rows(self) -> List[Tuple[str, str]]:
+        return [
+            ("optimization", " + ".join(self.opts)),
+            ("measured step", f"{self.measured_ms:.3f} ms"),
+            ("replayed step", f"{self.replayed_ms:.3f} ms"),
+            ("predicted step", f"{self.predicted_ms:.3f} ms"),
+            ("speed-up", f"{self.speedup:.3f}x"),
+        ]
+
+    def __repr__(self) -> str:
+        lines = [f"{k:<15} {v}" for k, v in self._rows()]
+        changes = self.critical_path.get("changes_ms", {})
+        if changes:
+            lines.append("critical path   " + ", ".join(
+                f"{k} {b:.1f} -> {a:.1f} ms" for k, (b, a) in list(changes.items())[:5]))
+        lines += [f"note            {n}" for n in self.notes]
+        return "\n".join(lines)
+
+    def _repr_html_(self) -> str:
+        rows = "".join(f"<tr><th style='text-align:left'>{html.escape(k)}</th><td>{html.escape(v)}</td></tr>"
+                       for k, v in self._rows())
+        phases = sorted(set(self.by_phase["before"]) | set(self.by_phase["after"]))
+        phase_rows = "".join(
+            f"<tr><td>{html.escape(p)}</td><td>{self.by_phase['before'].get(p, 0):.2f}</td>"
+            f"<td>{self.by_phase['after'].get(p, 0):.2f}</td></tr>" for p in phases)
+        notes = "".join(f"<li>{html.escape(n)}</li>" for n in self.notes)
+        return (f"<table>{rows}</table>"
+                f"<table><tr><th>phase</th><th>busy ms before</th><th>after</th></tr>{phase_rows}</table>"
+                + (f"<ul>{notes}</ul>" if notes else ""))
+
+
+def _critical_path_changes(before: Dict[str, Any], after: Dict[str, Any]) -> Dict[str, Any]:
+    kinds = set(before["by_kind_ms"]) | set(after["by_kind_ms"])
+    changes = {k: (before["by_kind_ms"].get(k, 0.0), after["by_kind_ms"].get(k, 0.0)) for k in kinds}
+    ordered = dict(sorted(changes.items(), key=lambda kv: -abs(kv[1][1] - kv[1][0])))
+    return {"before": before, "after": after, "changes_ms": {k: v for k, v in ordered.items() if v[0] != v[1]}}
+
+
+def predict(
+    subject: Any,
+    opt: OptSpec = (),
+    *,
+    inputs: Any = None,
+    target: Any = None,
+    loss_fn: Optional[Callable[..., Any]] = None,
+    optimizer: Any = None,
+    warmup: int = 2,
+    active: int = 3,
+    **options: Any,
+) -> Prediction:
+    """Predicts one training iteration after the optimizations in ``opt``.
+
+    ``subject`` is what to predict for: an ``nn.Module`` (profiled on its
+    device with ``inputs=``, optional ``target=``, ``loss_fn=``,
+    ``optimizer=``), a callable that runs one training step, a
+    :class:`Graph`, a trace path, or a :class:`daydream.Profiler`.
+    ``opt`` is a pass name or a list, each optionally with options
+    (``"tensor_fusion:bucket_mb=25"``); other keyword arguments go to every
+    requested pass that takes them. ``daydream.passes()`` lists them.
+
+    Example::
+
+        pred = daydream.predict("trace.json.gz", opt="data_parallel", world_size=8, network="ib100")
+        print(pred)
+    """
+    requests = _requests(opt, options)
+    graph = _baseline(subject, inputs, target, loss_fn, optimizer, warmup, active)
+    result = _core.predict(graph, requests)
+    labels = [name + (":" + ",".join(f"{k}={v}" for k, v in given.items()) if given else "")
+              for name, given in requests]
+    return Prediction(
+        opts=labels,
+        measured_ms=result.measured_ms,
+        replayed_ms=result.replayed_ms,
+        predicted_ms=result.predicted_ms,
+        speedup=result.speedup,
+        iterations=list(result.iterations),
+        notes=list(result.notes),
+        before=dict(result.before),
+        after=dict(result.after),
+        critical_path=_critical_path_changes(result.critical_path_before, result.critical_path_after),
+        baseline=graph,
+        graph=result.predicted_graph,
+        _result=result,
+    )

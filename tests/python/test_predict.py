@@ -1,0 +1,168 @@
+"""daydream.predict, daydream.passes and `daydream predict` (issue 4)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import daydream
+
+if os.environ.get("DAYDREAM_REQUIRE_TORCH"):
+    import torch
+else:
+    torch = pytest.importorskip("torch")
+import torch.nn as nn  # noqa: E402
+
+from models import batch_for, build  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def graph(example_trace: Path) -> daydream.Graph:
+    return daydream.build_graph(example_trace)
+
+
+def test_passes_lists_each_pass_with_options_and_model() -> None:
+    items = {p["name"]: p for p in daydream.passes()}
+    for name in ("data_parallel", "tensor_fusion", "scale"):
+        assert name in items
+        assert items[name]["model"] and items[name]["summary"]
+        for o in items[name]["options"]:
+            assert set(o) == {"name", "type", "default", "help"} and o["help"]
+
+
+def test_predict_returns_measured_replayed_predicted_and_speedup(graph: daydream.Graph) -> None:
+    pred = daydream.predict(graph, opt="scale:gpu=0.5,cpu=0.5")
+    assert pred.measured_ms == pytest.approx(95.699037)
+    assert pred.replayed_ms == pytest.approx(pred.measured_ms, rel=0.05)
+    assert pred.predicted_ms < pred.replayed_ms
+    assert pred.speedup == pytest.approx(pred.replayed_ms / pred.predicted_ms)
+    assert pred.by_phase["before"]["backward"] > pred.by_phase["after"]["backward"]
+    assert set(pred.to_dict()) >= {"opts", "measured_ms", "replayed_ms", "predicted_ms", "speedup"}
+    json.dumps(pred.to_dict())
+
+
+def test_keyword_options_go_to_the_passes_that_take_them(graph: daydream.Graph) -> None:
+    by_kwargs = daydream.predict(graph, opt="data_parallel", world_size=8, network="pcie")
+    by_spec = daydream.predict(graph, opt="data_parallel:world_size=8,network=pcie")
+    assert by_kwargs.predicted_ms == by_spec.predicted_ms
+    assert "pcie" in by_kwargs.notes[0]
+
+
+def test_an_option_no_requested_pass_takes_is_an_error(graph: daydream.Graph) -> None:
+    with pytest.raises(daydream.DaydreamError, match="no requested optimization takes option 'bucket_mb'"):
+        daydream.predict(graph, opt="scale", bucket_mb=25)
+
+
+def test_an_unknown_optimization_is_an_error_listing_the_known_ones(graph: daydream.Graph) -> None:
+    with pytest.raises(daydream.DaydreamError, match="unknown optimization 'warp_drive'.*data_parallel"):
+        daydream.predict(graph, opt="warp_drive")
+
+
+def test_a_pass_that_cannot_apply_says_why(graph: daydream.Graph, tmp_path: Path) -> None:
+    with pytest.raises(daydream.DaydreamError, match="scale: no task name matches the pattern"):
+        daydream.predict(graph, opt="scale:pattern=no_such_kernel_name,factor=0.5")
+
+
+def test_passes_compose_in_order(graph: daydream.Graph) -> None:
+    one = daydream.predict(graph, opt="scale:gpu=0.5,cpu=0.5")
+    two = daydream.predict(graph, opt=["scale:gpu=0.5,cpu=0.5", "data_parallel:network=ethernet10"])
+    assert two.predicted_ms > one.predicted_ms
+    assert len(two.notes) == 2
+
+
+def test_timeline_holds_baseline_and_prediction_side_by_side(graph: daydream.Graph, tmp_path: Path) -> None:
+    pred = daydream.predict(graph, opt="data_parallel:network=pcie")
+    out = tmp_path / "t.json"
+    pred.timeline(out)
+    doc = json.loads(out.read_text())
+    names = {e["args"]["name"] for e in doc["traceEvents"] if e.get("name") == "process_name"}
+    assert any(n.startswith("baseline:") for n in names)
+    assert any(n.startswith("predicted: data_parallel") for n in names)
+    assert any("network" in n for n in names)
+    spans = [e for e in doc["traceEvents"] if e["ph"] == "X"]
+    assert len(spans) == graph.num_tasks + pred.graph.num_tasks
+
+
+def test_prediction_renders_as_text_and_html(graph: daydream.Graph) -> None:
+    pred = daydream.predict(graph, opt="data_parallel:network=pcie")
+    assert "predicted step" in repr(pred)
+    assert "<table>" in pred._repr_html_()
+
+
+def test_predict_from_a_trace_path_and_a_profiler(example_trace: Path) -> None:
+    assert daydream.predict(str(example_trace), opt="scale:cpu=0.5,gpu=0.5").speedup > 1.5
+    model = build("mlp")
+    inputs, target = batch_for("mlp")
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    prof = daydream.Profiler(warmup=1, active=2, model=model)
+    with prof:
+        for _ in range(3):
+            opt.zero_grad()
+            nn.functional.cross_entropy(model(inputs), target).backward()
+            opt.step()
+            prof.step()
+    pred = daydream.predict(prof, opt="data_parallel:world_size=2")
+    assert pred.predicted_ms >= pred.replayed_ms
+
+
+def test_predict_from_a_model_profiles_it_on_this_cpu() -> None:
+    model = build("mlp")
+    inputs, target = batch_for("mlp")
+    pred = daydream.predict(model, opt="scale:cpu=0.5", inputs=inputs, target=target,
+                            loss_fn=nn.CrossEntropyLoss(), warmup=1, active=2)
+    assert pred.predicted_ms < pred.replayed_ms
+    assert len(pred.iterations) == 2
+
+
+def test_predict_from_a_model_needs_inputs() -> None:
+    with pytest.raises(daydream.DaydreamError, match="inputs="):
+        daydream.predict(build("mlp"), opt="scale:cpu=0.5")
+
+
+def test_predict_from_a_training_step_callable() -> None:
+    model = build("mlp")
+    inputs, target = batch_for("mlp")
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+
+    def step() -> None:
+        opt.zero_grad()
+        nn.functional.cross_entropy(model(inputs), target).backward()
+        opt.step()
+
+    pred = daydream.predict(step, opt="scale:cpu=0.5", warmup=1, active=2)
+    assert pred.predicted_ms < pred.replayed_ms
+
+
+def run(args):
+    return subprocess.run([sys.executable, "-m", "daydream", *args], capture_output=True, text=True, timeout=120)
+
+
+def test_cli_predict_json_has_the_documented_keys(example_trace: Path, tmp_path: Path) -> None:
+    out = tmp_path / "t.json"
+    r = run(["predict", str(example_trace), "--opt", "data_parallel:world_size=8,network=pcie",
+             "--opt", "scale:cpu=0.9", "--json", "--timeline", str(out)])
+    assert r.returncode == 0, r.stderr
+    d = json.loads(r.stdout)
+    assert d["trace"] == str(example_trace)
+    assert d["opts"] == ["data_parallel:world_size=8,network=pcie", "scale:cpu=0.9"]
+    for key in ("measured_ms", "replayed_ms", "predicted_ms", "speedup"):
+        assert isinstance(d[key], float)
+    assert out.exists()
+
+
+def test_cli_predict_bad_option_exits_2_with_one_line(example_trace: Path) -> None:
+    r = run(["predict", str(example_trace), "--opt", "data_parallel:world_size=many"])
+    assert r.returncode == 2
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and "world_size" in lines[0] and "integer" in lines[0]
+
+
+def test_cli_passes_lists_them(example_trace: Path) -> None:
+    r = run(["passes", "--json"])
+    assert r.returncode == 0
+    assert {p["name"] for p in json.loads(r.stdout)} >= {"data_parallel", "tensor_fusion", "scale"}
