@@ -28,7 +28,6 @@ PY_TEST_DEPS := pytest>=7 torch==2.13.0 numpy
 
 CPP_BUILD := build/cpp
 CMAKE := $(VENV)/bin/cmake
-DEMO_TRACE := examples/traces/resnet-v100-ddp1-rank0.pt.trace.json.gz
 SOURCES := $(shell find cpp proto python tests/cpp benchmarks -type f \( -name '*.cc' -o -name '*.h' -o -name '*.proto' -o -name '*.py' -o -name '*.pyi' \) 2>/dev/null) CMakeLists.txt pyproject.toml
 
 .PHONY: demo test cpp-test py-test deps venv install bench replay-accuracy clean
@@ -74,12 +73,7 @@ py-test: $(STAMPS)/install
 test: cpp-test py-test
 
 demo: $(STAMPS)/install
-	@mkdir -p build/demo
-	@echo "== daydream info $(DEMO_TRACE)"
-	@$(VENV)/bin/daydream info $(DEMO_TRACE)
-	@echo
-	@echo "== daydream replay $(DEMO_TRACE) --timeline build/demo/replay-timeline.json"
-	@$(VENV)/bin/daydream replay $(DEMO_TRACE) --timeline build/demo/replay-timeline.json
+	@$(VPY) -m daydream.demo --out build/demo 2>&1 | grep -v "^USDT:"
 
 bench: $(STAMPS)/venv
 	PATH=$(abspath $(VENV))/bin:$$PATH bash benchmarks/run_bench.sh

@@ -197,6 +197,22 @@ class Prediction:
                 + (f"<ul>{notes}</ul>" if notes else ""))
 
 
+def _calibrate(graph: Graph, requests: List[Tuple[str, Dict[str, str]]]) -> List[str]:
+    """Fills in factors that must be measured on this machine: amp on a
+    CPU-only graph gets the CPU's measured bf16/fp32 GEMM ratio."""
+    notes = []
+    cpu_only = all(r["kind"] != "gpu_stream" for r in graph.resources())
+    for name, given in requests:
+        if name == "amp" and cpu_only and "cpu_gemm_factor" not in given:
+            from .calibrate import amp_cpu_ratio  # noqa: PLC0415 - needs torch
+
+            ratio = amp_cpu_ratio()
+            given["cpu_gemm_factor"] = f"{ratio:.4f}"
+            notes.append(f"amp: bf16 GEMMs on this CPU take {ratio:.2f}x their fp32 time (measured with "
+                         "torch.autocast; daydream.calibrate.amp_cpu_ratio)")
+    return notes
+
+
 def _critical_path_changes(before: Dict[str, Any], after: Dict[str, Any]) -> Dict[str, Any]:
     kinds = set(before["by_kind_ms"]) | set(after["by_kind_ms"])
     changes = {k: (before["by_kind_ms"].get(k, 0.0), after["by_kind_ms"].get(k, 0.0)) for k in kinds}
@@ -233,6 +249,7 @@ def predict(
     """
     requests = _requests(opt, options)
     graph = _baseline(subject, inputs, target, loss_fn, optimizer, warmup, active)
+    calibration_notes = _calibrate(graph, requests)
     result = _core.predict(graph, requests)
     labels = [name + (":" + ",".join(f"{k}={v}" for k, v in given.items()) if given else "")
               for name, given in requests]
@@ -243,7 +260,7 @@ def predict(
         predicted_ms=result.predicted_ms,
         speedup=result.speedup,
         iterations=list(result.iterations),
-        notes=list(result.notes),
+        notes=calibration_notes + list(result.notes),
         before=dict(result.before),
         after=dict(result.after),
         critical_path=_critical_path_changes(result.critical_path_before, result.critical_path_after),

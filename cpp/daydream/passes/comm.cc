@@ -15,9 +15,12 @@ namespace {
 
 constexpr double kMiB = 1024.0 * 1024.0;
 
+// "97.6 MB", "22.1 kB", "512 B".
 std::string Mb(double bytes) {
   char buf[32];
-  std::snprintf(buf, sizeof(buf), "%.1f MB", bytes / kMiB);
+  if (bytes >= kMiB) std::snprintf(buf, sizeof(buf), "%.1f MB", bytes / kMiB);
+  else if (bytes >= 1024) std::snprintf(buf, sizeof(buf), "%.1f kB", bytes / 1024);
+  else std::snprintf(buf, sizeof(buf), "%.0f B", bytes);
   return buf;
 }
 
