@@ -62,7 +62,11 @@ def test_simulate_reports_iterations_and_critical_path(example_trace: Path) -> N
     assert it["measured_ms"] == pytest.approx(95.699037)
     assert it["replayed_ms"] > 0
     path = schedule.critical_path
-    assert len(path) > 100 and path == sorted(path, key=lambda t: schedule.start_ns[t])
+    assert len(path) > 100
+    # Each task was held back by the one before it: none ends before its
+    # binder began (a launch call held open by a full queue ends after the
+    # kernel whose start freed a slot, so starts alone need not be sorted).
+    assert all(schedule.end_ns[q] >= schedule.start_ns[p] for p, q in zip(path, path[1:]))
     summary = schedule.critical_path_summary
     assert sum(summary["by_kind_ms"].values()) == pytest.approx(summary["length_ms"], rel=1e-9)
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <charconv>
 #include <optional>
+#include <queue>
 #include <cstdint>
 #include <limits>
 #include <string>
@@ -156,6 +157,7 @@ class Builder {
     FindStreamWaits();
     InferUnrecordedWaits();
     LinkGpuStreams();
+    LinkLaunchQueue();
     LinkSyncCalls();
     LinkThreads();
     AssignIterations();
@@ -806,6 +808,86 @@ class Builder {
       }
       for (int32_t d : deps) {
         graph_.AddEdge(d, k, EdgeKind::kStreamWait, fit(End(d), kernel_gap_, d == binding_dep));
+      }
+    }
+  }
+
+  // --- rule 5b: launch-queue back-pressure ----------------------------------
+  void LinkLaunchQueue() {
+    absl::flat_hash_map<int64_t, std::vector<Launched>> by_device;
+    for (int32_t s : gpu_streams_) {
+      for (const Launched& l : stream_launches_[static_cast<size_t>(s)]) {
+        if (launcher_[static_cast<size_t>(l.task)] != kNone) {
+          by_device[graph_.resources[static_cast<size_t>(s)].process].push_back(l);
+        }
+      }
+    }
+    for (auto& [device, launched] : by_device) {
+      std::sort(launched.begin(), launched.end(), [](const Launched& a, const Launched& b) {
+        return a.time != b.time ? a.time < b.time : a.task < b.task;
+      });
+      const size_t n = launched.size();
+      // Activities already launched but not started when each launch began.
+      std::vector<int32_t> pending(n, 0);
+      std::priority_queue<TimeNs, std::vector<TimeNs>, std::greater<TimeNs>> waiting;
+      int32_t max_pending = 0;
+      for (size_t j = 0; j < n; ++j) {
+        while (!waiting.empty() && waiting.top() <= launched[j].time) waiting.pop();
+        pending[j] = static_cast<int32_t>(waiting.size());
+        max_pending = std::max(max_pending, pending[j]);
+        waiting.push(Start(launched[j].task));
+      }
+      // Typical cost of each launch API where the queue had room.
+      absl::flat_hash_map<StringId, std::vector<TimeNs>> costs;
+      for (size_t j = 0; j < n; ++j) {
+        const int32_t l = launcher_[static_cast<size_t>(launched[j].task)];
+        if (pending[j] < max_pending) costs[T(l).name].push_back(End(l) - Start(l));
+      }
+      absl::flat_hash_map<StringId, TimeNs> typical;
+      for (auto& [name, v] : costs) typical[name] = Median(v, 0);
+      // The queue filled if launches that found max_pending activities
+      // waiting took much longer than their kind usually does.
+      int64_t blocked_calls = 0;
+      for (size_t j = 0; j < n; ++j) {
+        const int32_t l = launcher_[static_cast<size_t>(launched[j].task)];
+        auto t = typical.find(T(l).name);
+        const TimeNs usual = t == typical.end() ? 0 : t->second;
+        if (pending[j] == max_pending && End(l) - Start(l) > 2 * usual + 5'000) ++blocked_calls;
+      }
+      const bool saturated = max_pending >= 64 && blocked_calls >= 5;
+      const int32_t depth = saturated ? max_pending : std::max(max_pending + 1, options_.default_launch_queue_depth);
+      std::vector<TimeNs> tails;
+      for (size_t j = static_cast<size_t>(depth); j < n; ++j) {
+        const int32_t l = launcher_[static_cast<size_t>(launched[j].task)];
+        const int32_t a = launched[j - static_cast<size_t>(depth)].task;
+        if (Start(a) > Start(l)) tails.push_back(End(l) - Start(a));
+      }
+      const TimeNs tail = Median(tails, options_.default_sync_tail_ns);
+      int32_t last_launcher = kNone;
+      int64_t blocked = 0;
+      for (size_t j = static_cast<size_t>(depth); j < n; ++j) {
+        const int32_t l = launcher_[static_cast<size_t>(launched[j].task)];
+        if (l == last_launcher || T(l).kind == TaskKind::kSync) continue;  // blocking copies wait on their own
+        last_launcher = l;
+        const int32_t a = launched[j - static_cast<size_t>(depth)].task;
+        // The queue was full when the call began: the activity a queue-depth
+        // back had not started yet. Its time past the usual cost was waiting.
+        const bool full = Start(a) > Start(l);
+        if (full) {
+          ++blocked;
+          auto t = typical.find(T(l).name);
+          if (t != typical.end() && !options_.exact_latencies) {
+            T(l).duration_ns = std::min(T(l).duration_ns, t->second);
+          } else if (options_.exact_latencies) {
+            T(l).duration_ns = std::min(T(l).duration_ns, Latency(End(l) - Start(a), tail, true));
+          }
+        }
+        graph_.AddEdge(a, l, EdgeKind::kLaunchQueue, Latency(End(l) - Start(a), tail, full));
+      }
+      if (saturated) {
+        Warn("launch_queue_full",
+             StrCat(trace_.path, ": GPU ", device, "'s launch queue was full (", depth, " launches pending) at ",
+                    blocked, " launch calls: the host waited for the device; that wait is not counted as CPU work"));
       }
     }
   }

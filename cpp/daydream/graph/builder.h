@@ -13,6 +13,11 @@
 //  5. Cross-stream waits (cudaEventRecord -> cudaStreamWaitEvent, or
 //     cuda_sync "Stream Wait Event" records) link GPU activities of
 //     different streams.
+//  5b. Launch-queue back-pressure: a launch call cannot return before the
+//     activity launched K launches earlier on its device has left the queue
+//     (started); K is measured from the trace (the most activities ever
+//     pending at a launch when launches were seen blocking there, CUDA's 1024
+//     otherwise). A blocked call keeps only its typical cost as work.
 //  6. A CPU task that starts right after a task on another thread of the same
 //     process ends, following a long idle gap on its own thread, waited for
 //     it (autograd's backward thread, DDP/NCCL threads).
@@ -49,6 +54,8 @@ struct BuildOptions {
   TimeNs default_launch_latency_ns = 7'000;
   TimeNs default_kernel_gap_ns = 1'000;
   TimeNs default_sync_tail_ns = 5'000;
+  // Launch queue depth used when the trace never fills its queue.
+  int32_t default_launch_queue_depth = 1024;
   // See the file comment.
   bool exact_latencies = false;
 };

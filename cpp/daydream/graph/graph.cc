@@ -45,6 +45,7 @@ std::string_view EdgeKindName(EdgeKind kind) {
     case EdgeKind::kData: return "data";
     case EdgeKind::kComm: return "comm";
     case EdgeKind::kBlockingLaunch: return "blocking_launch";
+    case EdgeKind::kLaunchQueue: return "launch_queue";
     case EdgeKind::kUnspecified: break;
   }
   return "unspecified";
@@ -180,10 +181,8 @@ absl::Status Graph::Validate() const {
   // start, 2t+1 its end. Ordinary edges tie an end to a start, launch edges
   // two starts, sync edges two ends. Any cycle there could never finish.
   const size_t nodes = 2 * static_cast<size_t>(n);
-  auto tail_node = [](const Edge& e) {
-    return 2 * static_cast<size_t>(e.from) + (IsStartToStart(e.kind) ? 0 : 1);
-  };
-  auto head_node = [](const Edge& e) { return 2 * static_cast<size_t>(e.to) + (IsEndToEnd(e.kind) ? 1 : 0); };
+  auto tail_node = [](const Edge& e) { return 2 * static_cast<size_t>(e.from) + (FromTailStart(e.kind) ? 0 : 1); };
+  auto head_node = [](const Edge& e) { return 2 * static_cast<size_t>(e.to) + (ToHeadEnd(e.kind) ? 1 : 0); };
   std::vector<int32_t> indegree(nodes, 0);
   std::vector<int32_t> offsets(nodes + 1, 0);
   for (const Edge& e : edges) {

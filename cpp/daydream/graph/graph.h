@@ -63,8 +63,12 @@ enum class EdgeKind : uint8_t {
   kBlockingLaunch,  // blocking call (cudaMemcpy) -> the activity it submitted
                     // and then waited for; start-to-start: the activity may
                     // start lag_ns after the call starts
+  kLaunchQueue,     // GPU activity -> a later launch call that found the
+                    // launch queue full; start-to-end: the call returns no
+                    // earlier than the activity leaves the queue (starts)
+                    // plus lag_ns
 };
-inline constexpr int kNumEdgeKinds = 9;
+inline constexpr int kNumEdgeKinds = 10;
 
 enum class ResourceKind : uint8_t {
   kUnspecified = 0,
@@ -91,12 +95,19 @@ std::string_view EdgeKindName(EdgeKind kind);
 std::string_view ResourceKindName(ResourceKind kind);
 std::string_view TensorRoleName(TensorRole role);
 
-// True when edges of this kind constrain the head's start from the tail's
-// start (kBlockingLaunch) rather than its end.
-inline bool IsStartToStart(EdgeKind kind) { return kind == EdgeKind::kBlockingLaunch; }
+// Which end of the tail an edge of this kind measures from: its start
+// (kBlockingLaunch, kLaunchQueue) or its end (every other kind).
+inline bool FromTailStart(EdgeKind kind) {
+  return kind == EdgeKind::kBlockingLaunch || kind == EdgeKind::kLaunchQueue;
+}
+// Which end of the head an edge of this kind constrains: its end (kSync,
+// kLaunchQueue) or its start (every other kind).
+inline bool ToHeadEnd(EdgeKind kind) { return kind == EdgeKind::kSync || kind == EdgeKind::kLaunchQueue; }
+// The start-to-start kind.
+inline bool IsStartToStart(EdgeKind kind) { return FromTailStart(kind) && !ToHeadEnd(kind); }
 // True for both launch kinds.
 inline bool IsLaunch(EdgeKind kind) { return kind == EdgeKind::kLaunch || kind == EdgeKind::kBlockingLaunch; }
-// True when edges of this kind constrain the head's end (kSync).
+// The end-to-end kind.
 inline bool IsEndToEnd(EdgeKind kind) { return kind == EdgeKind::kSync; }
 
 struct Resource {

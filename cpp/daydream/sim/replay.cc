@@ -34,6 +34,32 @@ double ErrorPct(TimeNs replayed, TimeNs measured) {
   return 100.0 * static_cast<double>(replayed - measured) / static_cast<double>(measured);
 }
 
+// When the predecessor that held task `t`'s end open let it go: the start of
+// the predecessor for edges from a start (a full launch queue), else its end.
+TimeNs ReleaseTime(const Graph& graph, const Schedule& schedule, size_t t) {
+  const auto by = static_cast<size_t>(schedule.binding_task[t]);
+  const int32_t e = schedule.binding_edge[t];
+  if (e >= 0 && FromTailStart(graph.edges[static_cast<size_t>(e)].kind)) return schedule.start_ns[by];
+  return schedule.end_ns[by];
+}
+
+// Time the host thread of iteration `i` spent with a launch call held open
+// past its own cost by a full launch queue.
+TimeNs LaunchWaits(const Graph& graph, const Schedule& schedule, int32_t i) {
+  const Iteration& iteration = graph.iterations[static_cast<size_t>(i)];
+  const int32_t thread = graph.tasks[static_cast<size_t>(iteration.begin_task)].resource;
+  TimeNs waits = 0;
+  for (size_t t = 0; t < graph.tasks.size(); ++t) {
+    const Task& task = graph.tasks[t];
+    if (task.resource != thread || task.iteration != i || schedule.binding_kind[t] != BindingKind::kEndEdge) continue;
+    const int32_t e = schedule.binding_edge[t];
+    if (e >= 0 && graph.edges[static_cast<size_t>(e)].kind == EdgeKind::kLaunchQueue) {
+      waits += std::max<TimeNs>(0, schedule.end_ns[t] - schedule.start_ns[t] - task.duration_ns);
+    }
+  }
+  return waits;
+}
+
 }  // namespace
 
 CriticalPathSummary SummarizeCriticalPath(const Graph& graph, const Schedule& schedule,
@@ -72,8 +98,10 @@ CriticalPathSummary SummarizeCriticalPath(const Graph& graph, const Schedule& sc
     const TimeNs start = schedule.start_ns[t], end = schedule.end_ns[t];
     TimeNs own_from = start;
     if (schedule.binding_kind[t] == BindingKind::kEndEdge && schedule.binding_task[t] >= 0) {
-      // Held open by the work it waited on: only its tail is its own.
-      own_from = std::max(start, schedule.end_ns[static_cast<size_t>(schedule.binding_task[t])]);
+      // Held open by the work it waited on: only its tail, after that work
+      // released it (its end for a sync, its start for a full launch queue),
+      // is its own.
+      own_from = std::min(end, std::max(start, ReleaseTime(graph, schedule, t)));
     }
     const TimeNs run_end = std::min(end, cursor);
     if (later >= 0) between(later, run_end, cursor);
@@ -182,8 +210,9 @@ ReplayReport MakeReplayReport(const Graph& graph, const Schedule& schedule) {
       it.device_period_measured_ns = device_rec_hi[i] - (chained ? device_rec_hi[i - 1] : device_rec_lo[i]);
       it.device_period_replayed_ns = device_sim_hi[i] - (chained ? device_sim_hi[i - 1] : device_sim_lo[i]);
     }
+    if (!report.whole_trace) it.launch_wait_replayed_ns = LaunchWaits(graph, schedule, static_cast<int32_t>(i));
     it.step_measured_ns = std::max(it.measured_ns, it.device_period_measured_ns);
-    it.step_replayed_ns = std::max(it.replayed_ns, it.device_period_replayed_ns);
+    it.step_replayed_ns = std::max(it.replayed_ns - it.launch_wait_replayed_ns, it.device_period_replayed_ns);
   }
   if (!start_errors.empty()) {
     std::sort(start_errors.begin(), start_errors.end());

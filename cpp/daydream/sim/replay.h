@@ -31,10 +31,15 @@ struct IterationReplay {
   // iteration: its device span). 0 without device work.
   TimeNs device_period_measured_ns = 0;
   TimeNs device_period_replayed_ns = 0;
-  // Steady-state step time: max(CPU step span, device period). The host
-  // launches and the device executes as a two-stage pipeline; once the device
-  // falls behind, the host's launches back up behind it, so the slower stage
-  // sets the pace. What predictions compare.
+  // Replayed time the iteration's host thread spent blocked on a full launch
+  // queue (waiting for the device to take work, not doing work).
+  TimeNs launch_wait_replayed_ns = 0;
+  // Steady-state step time. The host launches and the device executes as a
+  // two-stage pipeline: the slower stage sets the pace. Host demand is its
+  // step span less the launch-queue waits (which only mirror the device's
+  // pace; real synchronizations stay in), device demand its period:
+  //   step = max(CPU step span - launch waits, device period).
+  // Measured: max(recorded step span, recorded device period).
   TimeNs step_measured_ns = 0;
   TimeNs step_replayed_ns = 0;
 };

@@ -49,20 +49,23 @@ class Simulation {
     s_.end_ns.assign(n, kNever);
     s_.binding_task.assign(n, -1);
     s_.binding_kind.assign(n, BindingKind::kNone);
+    s_.binding_edge.assign(n, -1);
     s_.busy_ns.assign(g_.resources.size(), 0);
     start_preds_.assign(n, 0);
     end_preds_.assign(n, 0);
     ready_at_.assign(n, 0);
     ready_from_.assign(n, -1);
+    ready_edge_.assign(n, -1);
     end_ready_at_.assign(n, kNever);
     end_ready_from_.assign(n, -1);
+    end_ready_edge_.assign(n, -1);
     waiting_end_.assign(n, 0);
     free_at_.assign(g_.resources.size(), 0);
     last_on_resource_.assign(g_.resources.size(), -1);
     busy_.assign(g_.resources.size(), 0);
     queues_.resize(g_.resources.size());
     for (const Edge& e : g_.edges) {
-      if (IsEndToEnd(e.kind)) ++end_preds_[static_cast<size_t>(e.to)];
+      if (ToHeadEnd(e.kind)) ++end_preds_[static_cast<size_t>(e.to)];
       else ++start_preds_[static_cast<size_t>(e.to)];
     }
     for (size_t t = 0; t < n; ++t) {
@@ -140,10 +143,10 @@ class Simulation {
     s_.start_ns[static_cast<size_t>(t)] = start;
     s_.binding_task[static_cast<size_t>(t)] = binder;
     s_.binding_kind[static_cast<size_t>(t)] = binding;
-    // Launch edges release their heads from this task's start.
+    s_.binding_edge[static_cast<size_t>(t)] = binding == BindingKind::kEdge ? ready_edge_[static_cast<size_t>(t)] : -1;
+    // Edges measured from this task's start release their heads now.
     for (int32_t ei : g_.out_edges(t)) {
-      const Edge& e = g_.edges[static_cast<size_t>(ei)];
-      if (IsStartToStart(e.kind)) Release(e, start);
+      if (FromTailStart(g_.edges[static_cast<size_t>(ei)].kind)) Release(ei, start);
     }
     if (end_preds_[static_cast<size_t>(t)] == 0) {
       ScheduleEnd(t);
@@ -159,17 +162,20 @@ class Simulation {
       end = end_ready_at_[i];
       s_.binding_task[i] = end_ready_from_[i];
       s_.binding_kind[i] = BindingKind::kEndEdge;
+      s_.binding_edge[i] = end_ready_edge_[i];
     }
     Push(end, t, EventType::kEnd);
   }
 
-  void Release(const Edge& e, TimeNs anchor) {
+  void Release(int32_t ei, TimeNs anchor) {
+    const Edge& e = g_.edges[static_cast<size_t>(ei)];
     const auto h = static_cast<size_t>(e.to);
     const TimeNs when = anchor + e.lag_ns;
-    if (IsEndToEnd(e.kind)) {
+    if (ToHeadEnd(e.kind)) {
       if (when > end_ready_at_[h] || end_ready_from_[h] < 0) {
         end_ready_at_[h] = std::max(end_ready_at_[h], when);
         end_ready_from_[h] = e.from;
+        end_ready_edge_[h] = ei;
       }
       if (--end_preds_[h] == 0 && waiting_end_[h]) {
         waiting_end_[h] = 0;
@@ -180,6 +186,7 @@ class Simulation {
     if (when > ready_at_[h] || ready_from_[h] < 0) {
       ready_at_[h] = std::max(ready_at_[h], when);
       ready_from_[h] = e.from;
+      ready_edge_[h] = ei;
     }
     if (--start_preds_[h] == 0) Push(ready_at_[h], e.to, EventType::kReady);
   }
@@ -194,8 +201,7 @@ class Simulation {
     last_on_resource_[r] = t;
     busy_[r] = 0;
     for (int32_t ei : g_.out_edges(t)) {
-      const Edge& e = g_.edges[static_cast<size_t>(ei)];
-      if (!IsStartToStart(e.kind)) Release(e, now);
+      if (!FromTailStart(g_.edges[static_cast<size_t>(ei)].kind)) Release(ei, now);
     }
   }
 
@@ -204,6 +210,7 @@ class Simulation {
   std::vector<int32_t> start_preds_, end_preds_;
   std::vector<TimeNs> ready_at_, end_ready_at_;
   std::vector<int32_t> ready_from_, end_ready_from_;
+  std::vector<int32_t> ready_edge_, end_ready_edge_;  // the edges behind ready_from_, end_ready_from_
   std::vector<uint8_t> waiting_end_;
   std::vector<TimeNs> free_at_;
   std::vector<int32_t> last_on_resource_;

@@ -31,6 +31,7 @@ struct Schedule {
   // directly, for sync edges), for critical-path walks.
   std::vector<int32_t> binding_task;
   std::vector<BindingKind> binding_kind;
+  std::vector<int32_t> binding_edge;  // the edge that bound it (-1: its resource, or nothing)
   std::vector<TimeNs> busy_ns;   // per resource: sum of task durations run
   TimeNs makespan_ns = 0;        // latest end
   int32_t last_task = -1;        // the task that ends last

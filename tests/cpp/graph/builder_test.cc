@@ -960,3 +960,84 @@ TEST_CASE("builder links cuLaunchKernel driver calls in the Megatron trace", "[b
   CHECK(driver_launches > 0);
   CHECK(nccl_dev > 0);
 }
+
+// --- rule 5b: launch-queue back-pressure -------------------------------------------------------
+
+namespace {
+
+// `n` kernels of 100 us back to back on one stream, each launched by a 4 us
+// cudaLaunchKernel. With `block`, the host runs ahead until 64 launches are
+// pending; from then on each call waits until the kernel 64 launches back
+// starts (a full queue), as a GPU-bound training step does.
+std::vector<std::string> QueueTrace(int n, bool block) {
+  std::vector<std::string> events;
+  double t = 0;
+  for (int j = 0; j < n; ++j) {
+    const double kernel_start = 1000 + 100.0 * j;
+    double dur = 4;
+    if (block && j >= 64) {
+      const double freed = 1000 + 100.0 * (j - 64) + 1;  // just after kernel j-64 started
+      dur = std::max(4.0, freed - t);
+    }
+    events.push_back(Rt("cudaLaunchKernel", t, dur, 100 + j));
+    events.push_back(Gpu("k" + std::to_string(j), kernel_start, 100, 100 + j));
+    t += dur + (block ? 1 : 20);
+  }
+  return events;
+}
+
+}  // namespace
+
+TEST_CASE("builder links a full launch queue: the call waits for the start of the kernel a queue-depth back",
+          "[builder][launch_queue]") {
+  const Graph g = Build(QueueTrace(80, true));
+  const WarningCount* w = FindWarning(g, "launch_queue_full");
+  REQUIRE(w != nullptr);
+  CHECK_THAT(w->example, Catch::Contains("launch queue was full (64 launches pending)"));
+  // Launch j >= 64 waits for kernel j - 64 to start.
+  CHECK(CountEdges(g, EdgeKind::kLaunchQueue) == 16);
+  const int32_t call = [&] {
+    for (const Edge& e : g.edges) {
+      if (e.kind == EdgeKind::kLaunch && e.to == TaskNamed(g, "k70")) return e.from;
+    }
+    return -1;
+  }();
+  REQUIRE(call >= 0);
+  CHECK(HasEdge(g, TaskNamed(g, "k6"), call, EdgeKind::kLaunchQueue));
+  // The wait is not CPU work: the blocked call costs what a free one does.
+  CHECK(g.tasks[static_cast<size_t>(call)].duration_ns == 4 * kUs);
+  // Replayed, the host is held by the device again, and the kernels keep
+  // their recorded spacing.
+  auto schedule = Simulate(g);
+  REQUIRE(schedule.ok());
+  const auto k = static_cast<size_t>(TaskNamed(g, "k6"));
+  CHECK(schedule->end_ns[static_cast<size_t>(call)] >= schedule->start_ns[k]);
+  CHECK(schedule->binding_kind[static_cast<size_t>(call)] == BindingKind::kEndEdge);
+  CHECK(g.edges[static_cast<size_t>(schedule->binding_edge[static_cast<size_t>(call)])].kind ==
+        EdgeKind::kLaunchQueue);
+}
+
+TEST_CASE("builder keeps a deep default queue where the host never waited for the device",
+          "[builder][launch_queue]") {
+  const Graph g = Build(QueueTrace(80, false));
+  CHECK(FindWarning(g, "launch_queue_full") == nullptr);
+  CHECK(CountEdges(g, EdgeKind::kLaunchQueue) == 0);  // 80 launches < the default depth 1024
+  BuildOptions shallow;
+  shallow.default_launch_queue_depth = 8;
+  const Graph s = Build(QueueTrace(80, false), shallow);
+  CHECK(FindWarning(s, "launch_queue_full") == nullptr);
+  // Up to 70 launches were seen pending (launch 79 at 1896 us, 9 kernels
+  // started): the queue holds at least 71, so launches 71..79 get an edge
+  // that never binds a call that did not wait.
+  CHECK(CountEdges(s, EdgeKind::kLaunchQueue) == 9);
+  for (const Edge& e : s.edges) {
+    if (e.kind != EdgeKind::kLaunchQueue) continue;
+    CHECK(s.tasks[static_cast<size_t>(e.to)].duration_ns == 4 * kUs);  // unblocked calls keep their cost
+  }
+}
+
+TEST_CASE("a launch-queue edge holds its head's end, not its start", "[builder][launch_queue]") {
+  CHECK(FromTailStart(EdgeKind::kLaunchQueue));
+  CHECK(ToHeadEnd(EdgeKind::kLaunchQueue));
+  CHECK_FALSE(IsStartToStart(EdgeKind::kLaunchQueue));
+}
