@@ -60,9 +60,9 @@ struct CollectiveSample {
 // samples with different sizes; alpha and beta stay positive.
 absl::StatusOr<NetworkModel> FitNetwork(const std::vector<CollectiveSample>& samples);
 
-// The collectives a graph recorded: NCCL kernels (bytes and group size from
-// their args when present) and gloo ranges, as samples; `world_size` is used
-// where a task does not say (the graph's world size when <= 0).
+// The collectives a graph recorded (NCCL kernels, gloo ranges) with known
+// bytes, as samples among `world_size` ranks (the graph's world size when
+// <= 0).
 std::vector<CollectiveSample> CollectiveSamples(const Graph& graph, int world_size = 0);
 
 // Which collective a task's name describes ("ncclKernel_AllReduce_...",

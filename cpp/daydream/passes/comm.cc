@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <memory>
 #include <string>
 
@@ -70,8 +71,9 @@ absl::StatusOr<NetworkModel> ResolveNetwork(const PassOptions& options, const Gr
   return net;
 }
 
-// Gradient tensors with known sizes; with `gradient_mb` > 0 the total is
-// spread over them evenly where the graph does not know their sizes.
+// Gradient tensors with known sizes. With `gradient_mb` > 0 their total
+// becomes gradient_mb: known sizes are scaled to it, unknown ones share it
+// evenly.
 absl::StatusOr<std::vector<int32_t>> Gradients(Graph& graph, double gradient_mb) {
   std::vector<int32_t> out;
   int64_t unknown = 0;
@@ -86,8 +88,15 @@ absl::StatusOr<std::vector<int32_t>> Gradients(Graph& graph, double gradient_mb)
         "torch.profiler(record_shapes=True) so AccumulateGrad ops carry their sizes");
   }
   if (gradient_mb > 0) {
-    const auto each = static_cast<int64_t>(gradient_mb * kMiB / static_cast<double>(out.size()));
-    for (int32_t t : out) graph.tensors[static_cast<size_t>(t)].bytes = each;
+    double known = 0;
+    for (int32_t t : out) known += static_cast<double>(std::max<int64_t>(0, graph.tensors[static_cast<size_t>(t)].bytes));
+    const double total = gradient_mb * kMiB;
+    for (int32_t t : out) {
+      Tensor& tensor = graph.tensors[static_cast<size_t>(t)];
+      tensor.bytes = unknown > 0 || known <= 0
+                         ? static_cast<int64_t>(total / static_cast<double>(out.size()))
+                         : static_cast<int64_t>(static_cast<double>(tensor.bytes) * total / known);
+    }
   } else if (unknown > 0) {
     return absl::FailedPreconditionError(StrCat(
         unknown, " of ", out.size(), " gradients have no known size in this trace (recorded without shapes and "
@@ -97,11 +106,13 @@ absl::StatusOr<std::vector<int32_t>> Gradients(Graph& graph, double gradient_mb)
 }
 
 // The task that must wait for iteration `i`'s communication: its first
-// optimizer task on a GPU stream (gradients are consumed on the device),
-// else its first optimizer task, else the task that ends the iteration.
-int32_t Consumer(const Graph& g, int32_t iteration) {
+// optimizer task that started after the first gradient was produced (not a
+// zero_grad that ran before backward; tasks are ordered by recorded start)
+// on a GPU stream (gradients are consumed on the device), else on the CPU,
+// else the task that ends the iteration.
+int32_t Consumer(const Graph& g, int32_t iteration, int32_t first_producer) {
   int32_t cpu = -1;
-  for (size_t t = 0; t < g.tasks.size(); ++t) {
+  for (size_t t = static_cast<size_t>(first_producer) + 1; t < g.tasks.size(); ++t) {
     const Task& task = g.tasks[t];
     if (task.iteration != iteration || task.phase != Phase::kOptimizer) continue;
     if (g.resources[static_cast<size_t>(task.resource)].kind == ResourceKind::kGpuStream) {
@@ -141,7 +152,13 @@ absl::StatusOr<int64_t> InsertAllReduces(Graph& graph, const AllReducePlan& plan
     const std::vector<std::vector<int32_t>> buckets =
         BucketGradients(graph, it, grads, plan.bucket_mb, plan.first_bucket_mb);
     if (buckets.empty()) continue;
-    const int32_t consumer = Consumer(graph, it);
+    int32_t first_producer = std::numeric_limits<int32_t>::max();
+    for (const auto& bucket : buckets) {
+      for (int32_t t : bucket) {
+        first_producer = std::min(first_producer, ProducerIn(graph.tensors[static_cast<size_t>(t)], it));
+      }
+    }
+    const int32_t consumer = Consumer(graph, it, first_producer);
     const bool report = report_buckets == 0;
     if (report) report_buckets = buckets.size();
     for (size_t b = 0; b < buckets.size(); ++b) {
@@ -210,7 +227,8 @@ class DataParallelPass : public Pass {
  protected:
   absl::StatusOr<bool> RunImpl(Graph& graph, PassContext& context) override {
     const int64_t world = options_.Int("world_size");
-    if (world < 1) return absl::InvalidArgumentError("world_size must be >= 1");
+    if (world < 1 || world > (int64_t{1} << 24)) return absl::InvalidArgumentError("world_size must be in 1..16777216");
+    DD_RETURN_IF_ERROR(PlanFrom(options_, graph, static_cast<int>(world), {}).status());  // check options even if unused
     if (world == 1) {
       context.Note("data_parallel: world_size=1, nothing to communicate; the graph is unchanged");
       return false;
@@ -239,8 +257,9 @@ class TensorFusionPass : public Pass {
 
  protected:
   absl::StatusOr<bool> RunImpl(Graph& graph, PassContext& context) override {
-    int world = static_cast<int>(options_.Int("world_size"));
-    if (world <= 0) world = graph.world_size;
+    const int64_t asked = options_.Int("world_size");
+    if (asked < 0 || asked > (int64_t{1} << 24)) return absl::InvalidArgumentError("world_size must be in 0..16777216");
+    const int world = asked > 0 ? static_cast<int>(asked) : graph.world_size;
     // The gradient all-reduces the trace recorded: replaced by the new buckets.
     std::vector<int32_t> old;
     for (size_t t = 0; t < graph.tasks.size(); ++t) {

@@ -19,7 +19,7 @@ bool AnyOf(const std::vector<T>& set, T value) {
 
 // The edge that stands for "pred -> (removed task) -> succ".
 EdgeKind BypassKind(EdgeKind into, EdgeKind out) {
-  if (IsEndToEnd(out)) return EdgeKind::kSync;
+  if (ToHeadEnd(out)) return EdgeKind::kSync;
   if (into == EdgeKind::kThread && out == EdgeKind::kThread) return EdgeKind::kThread;
   if (into == EdgeKind::kStreamWait && out == EdgeKind::kStreamWait) return EdgeKind::kStreamWait;
   return EdgeKind::kData;
@@ -213,6 +213,21 @@ absl::Status GraphEditor::RemoveTask(int32_t task, bool keep_gap) {
   }
   const int32_t prev = SequentialPrev(task);
   const int32_t next = SequentialNext(task);
+  // Decide where iteration anchors go before changing anything, so a refused
+  // removal leaves the graph as it was.
+  std::vector<std::pair<int32_t, int32_t>> anchors(graph_.iterations.size(), {-2, -2});
+  for (size_t i = 0; i < graph_.iterations.size(); ++i) {
+    const Iteration& it = graph_.iterations[i];
+    if (it.begin_task != task && it.end_task != task) continue;
+    int32_t begin = it.begin_task, end = it.end_task;
+    if (begin == task) begin = next >= 0 ? next : prev >= 0 ? prev : OtherTaskOfIteration(task, static_cast<int32_t>(i), true);
+    if (end == task) end = prev >= 0 ? prev : next >= 0 ? next : OtherTaskOfIteration(task, static_cast<int32_t>(i), false);
+    if (begin < 0 || end < 0) {
+      return absl::FailedPreconditionError(StrCat("RemoveTask: task ", task, " (", graph_.TaskName(task),
+                                                  ") is the only task of iteration ", graph_.Str(it.name)));
+    }
+    anchors[i] = {begin, end};
+  }
   const std::vector<int32_t> in = InEdges(task);
   const std::vector<int32_t> out = OutEdges(task);
   for (int32_t e : in) RemoveEdge(e);
@@ -224,12 +239,15 @@ absl::Status GraphEditor::RemoveTask(int32_t task, bool keep_gap) {
     if (keep_gap || prev < 0) n.gap_ns += t.gap_ns;
     if (prev >= 0) AddEdge(prev, next, EdgeKind::kSequential);
   }
+  // Every predecessor now precedes every successor, the resource neighbours
+  // included (a sync that waited for the removed kernel still waits for the
+  // stream); only the neighbour-to-neighbour pair is the chain edge above.
   for (int32_t ei : in) {
     const Edge a = graph_.edges[static_cast<size_t>(ei)];
-    if (a.kind == EdgeKind::kSequential) continue;
     for (int32_t eo : out) {
       const Edge b = graph_.edges[static_cast<size_t>(eo)];
-      if (b.kind == EdgeKind::kSequential || a.from == b.to) continue;
+      if (a.from == b.to) continue;
+      if (a.kind == EdgeKind::kSequential && b.kind == EdgeKind::kSequential) continue;
       AddEdge(a.from, b.to, BypassKind(a.kind, b.kind), a.lag_ns + b.lag_ns);
     }
   }
@@ -239,17 +257,25 @@ absl::Status GraphEditor::RemoveTask(int32_t task, bool keep_gap) {
       if (p == task) p = prev;
     }
   }
-  for (Iteration& it : graph_.iterations) {
-    if (it.begin_task == task) it.begin_task = next >= 0 ? next : prev;
-    if (it.end_task == task) it.end_task = prev >= 0 ? prev : next;
-    if (it.begin_task < 0 || it.end_task < 0) {
-      return absl::FailedPreconditionError(StrCat("RemoveTask: task ", task, " (", graph_.TaskName(task),
-                                                  ") is the only task of iteration ", graph_.Str(it.name)));
-    }
+  for (size_t i = 0; i < graph_.iterations.size(); ++i) {
+    if (anchors[i].first == -2) continue;
+    graph_.iterations[i].begin_task = anchors[i].first;
+    graph_.iterations[i].end_task = anchors[i].second;
   }
   dead_task_[static_cast<size_t>(task)] = 1;
   ++edits_;
   return absl::OkStatus();
+}
+
+int32_t GraphEditor::OtherTaskOfIteration(int32_t task, int32_t iteration, bool first) const {
+  int32_t found = -1;
+  for (size_t t = 0; t < graph_.tasks.size(); ++t) {
+    const auto id = static_cast<int32_t>(t);
+    if (id == task || dead_task_[t] || graph_.tasks[t].iteration != iteration) continue;
+    if (first) return id;
+    found = id;
+  }
+  return found;
 }
 
 void GraphEditor::ScaleDuration(int32_t task, double factor) {
@@ -294,6 +320,17 @@ absl::StatusOr<int32_t> GraphEditor::MergeTasks(const std::vector<int32_t>& task
   InsertAfterOnResource(SequentialPrev(first), id);
   // InsertAfterOnResource linked `id` before `first`; the gap moves to `id`.
   graph_.tasks[static_cast<size_t>(first)].gap_ns = 0;
+  // What the members anchored or produced, the merged task does.
+  for (Iteration& it : graph_.iterations) {
+    if (group.contains(it.begin_task)) it.begin_task = id;
+    if (group.contains(it.end_task)) it.end_task = id;
+  }
+  for (Tensor& tensor : graph_.tensors) {
+    if (group.contains(tensor.producer)) tensor.producer = id;
+    for (int32_t& p : tensor.producers) {
+      if (group.contains(p)) p = id;
+    }
+  }
   for (int32_t t : tasks) {
     // Remove without bypassing: the merged task carries the dependencies.
     for (int32_t e : InEdges(t)) {

@@ -99,6 +99,8 @@ class GraphEditor {
 
  private:
   bool EdgeLive(int32_t e) const { return dead_edge_[static_cast<size_t>(e)] == 0; }
+  // A live task of `iteration` other than `task`: the first (or last) by id.
+  int32_t OtherTaskOfIteration(int32_t task, int32_t iteration, bool first) const;
   void AppendEdgeIndex(absl::flat_hash_map<int32_t, std::vector<int32_t>>& lists, int32_t task, int32_t edge);
 
   Graph& graph_;

@@ -68,7 +68,8 @@ absl::StatusOr<PassOptions> PassOptions::Parse(std::string_view pass, const std:
       }
       case OptionType::kInt: {
         double v = 0;
-        if (!ParseNumber(text, &v) || v != std::floor(v)) return bad();
+        // Integers beyond 2^53 are not exact in a double; nothing needs them.
+        if (!ParseNumber(text, &v) || v != std::floor(v) || std::fabs(v) > 9007199254740992.0) return bad();
         out.numbers_[s.name] = v;
         break;
       }

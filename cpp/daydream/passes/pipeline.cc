@@ -16,9 +16,12 @@ absl::StatusOr<bool> Pipeline::Run(Graph& graph, PassContext& context) {
     }
     if (!*result) continue;
     changed = true;
-    if (!graph.has_adjacency()) graph.BuildAdjacency();
+    // Validate first: building the adjacency trusts the edges' task ids.
     absl::Status valid = graph.Validate();
-    if (valid.ok()) valid = ValidateResourceChains(graph);
+    if (valid.ok()) {
+      if (!graph.has_adjacency()) graph.BuildAdjacency();
+      valid = ValidateResourceChains(graph);
+    }
     if (!valid.ok()) {
       return absl::InternalError(StrCat(pass->name(), " left an invalid graph (a daydream bug): ", valid.message()));
     }

@@ -1,1 +1,704 @@
-// Tests of passes/comm.
+// Tests for daydream/passes/comm.h: gradient bucketing, data_parallel and
+// tensor_fusion on hand-made training graphs (whose every number is known),
+// and the two passes on real traces.
+#include "daydream/passes/comm.h"
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include <catch2/catch.hpp>
+
+#include "daydream/analysis/predict.h"
+#include "daydream/graph/builder.h"
+#include "daydream/passes/editor.h"
+#include "daydream/sim/simulator.h"
+#include "daydream/trace/kineto_reader.h"
+#include "test_support.h"
+
+using namespace daydream;
+using daydream::testing::HasEdge;
+using daydream::testing::SharedTracePath;
+
+namespace {
+
+constexpr int64_t kMiB = 1024 * 1024;
+constexpr TimeNs kUs = 1000;
+
+struct TrainingGraphOptions {
+  int iterations = 2;
+  std::vector<int64_t> grad_bytes = {2 * kMiB, 3 * kMiB, 1 * kMiB};
+  bool gpu_optimizer = true;
+  bool cpu_optimizer = true;
+  bool gpu = true;  // false: every task on CPU threads
+  // optimizer.zero_grad() before forward, zeroing gradients on the GPU (a
+  // kernel in an "Optimizer.zero_grad#SGD.zero_grad" range: phase optimizer).
+  bool zero_grad_first = false;
+  // > 0: the trace was data-parallel among this many ranks, and recorded one
+  // NCCL all-reduce per gradient on its own stream, timed by `recorded_net`.
+  int recorded_world = 0;
+  NetworkModel recorded_net;
+};
+
+// One rank's training loop, built by hand. Per iteration, in id order:
+//   cpu:  step_begin, optimizer.step (phase optimizer, if cpu_optimizer)
+//   gpu:  fwd, bwd0..bwdN-1 (each producing gradient i), opt (if gpu_optimizer)
+//   nccl: one ncclKernel_AllReduce per gradient (if recorded_world > 0)
+//   cpu:  step_end, which synchronizes with the stream.
+// Gradient tensors are added in reverse order of production (as autograd
+// produces the last layer's first), so tensor ids do not give ready order.
+// Recorded times are those of the graph's own replay, so measured == replayed.
+struct TrainingGraph {
+  Graph g;
+  int32_t cpu = -1, gpu = -1, nccl = -1;
+  std::vector<std::vector<int32_t>> producers;  // [iteration][gradient]: producing task
+  std::vector<int32_t> gpu_opt, cpu_opt, step_end;
+  std::vector<int32_t> tensor_of;               // [gradient] -> tensor id
+
+  explicit TrainingGraph(const TrainingGraphOptions& o = {}) {
+    cpu = g.AddResource(Resource{ResourceKind::kCpuThread, 1, 1, g.strings.Intern("thread 1 (main)")});
+    const ResourceKind device_kind = o.gpu ? ResourceKind::kGpuStream : ResourceKind::kCpuThread;
+    gpu = g.AddResource(Resource{device_kind, o.gpu ? 0 : 1, 7, g.strings.Intern("stream 7")});
+    if (o.recorded_world > 0) {
+      nccl = g.AddResource(Resource{ResourceKind::kGpuStream, 0, 20, g.strings.Intern("stream 20 (nccl)")});
+    }
+    g.world_size = o.recorded_world > 0 ? o.recorded_world : 1;
+    g.rank = 0;
+    const size_t n = o.grad_bytes.size();
+    std::vector<int32_t> last(g.resources.size(), -1);
+    auto add = [&](const std::string& name, int32_t resource, TaskKind kind, Phase phase, TimeNs duration,
+                   int32_t iteration, TimeNs gap = 0) {
+      Task t;
+      t.name = g.strings.Intern(name);
+      t.resource = resource;
+      t.kind = o.gpu || kind != TaskKind::kKernel ? kind : TaskKind::kCpuOp;
+      t.phase = phase;
+      t.duration_ns = duration;
+      t.gap_ns = gap;
+      t.iteration = iteration;
+      t.trace_event = static_cast<int64_t>(g.tasks.size());
+      const int32_t id = g.AddTask(t);
+      if (last[static_cast<size_t>(resource)] >= 0) g.AddEdge(last[static_cast<size_t>(resource)], id, EdgeKind::kSequential);
+      last[static_cast<size_t>(resource)] = id;
+      return id;
+    };
+    for (int it = 0; it < o.iterations; ++it) {
+      const std::string suffix = "#" + std::to_string(it);
+      Iteration iter;
+      iter.name = g.strings.Intern("ProfilerStep" + suffix);
+      const int32_t begin = add("step_begin" + suffix, cpu, TaskKind::kCpuOp, Phase::kForward, 10 * kUs, it, 2 * kUs);
+      if (o.zero_grad_first) add("zero_grad" + suffix, gpu, TaskKind::kKernel, Phase::kOptimizer, 20 * kUs, it);
+      const int32_t fwd = add("fwd" + suffix, gpu, TaskKind::kKernel, Phase::kForward, 100 * kUs, it);
+      g.AddEdge(begin, fwd, EdgeKind::kLaunch, 5 * kUs);
+      producers.emplace_back();
+      for (size_t j = 0; j < n; ++j) {
+        producers.back().push_back(add("bwd" + std::to_string(j) + suffix, gpu, TaskKind::kKernel, Phase::kBackward,
+                                       50 * kUs, it, kUs));
+      }
+      // Created after backward, as the builder orders tasks by recorded start.
+      int32_t opt_call = -1;
+      if (o.cpu_optimizer) {
+        opt_call = add("optimizer.step" + suffix, cpu, TaskKind::kCpuOp, Phase::kOptimizer, 5 * kUs, it, kUs);
+      }
+      cpu_opt.push_back(opt_call);
+      int32_t opt = -1;
+      if (o.gpu_optimizer) {
+        opt = add("opt" + suffix, gpu, TaskKind::kKernel, Phase::kOptimizer, 30 * kUs, it, kUs);
+        if (opt_call >= 0) g.AddEdge(opt_call, opt, EdgeKind::kLaunch, 5 * kUs);
+      }
+      gpu_opt.push_back(opt);
+      if (o.recorded_world > 0) {
+        for (size_t j = 0; j < n; ++j) {
+          const int32_t ar = add("ncclKernel_AllReduce_RING_LL_Sum_float(ncclWorkElem)", nccl,
+                                 TaskKind::kCollective, Phase::kComm,
+                                 CollectiveTime(Collective::kAllReduce, CollectiveAlgorithm::kRing, o.grad_bytes[j],
+                                                o.recorded_world, o.recorded_net),
+                                 it);
+          g.tasks[static_cast<size_t>(ar)].bytes = o.grad_bytes[j];
+          g.AddEdge(producers.back()[j], ar, EdgeKind::kStreamWait);
+          if (opt >= 0) g.AddEdge(ar, opt, EdgeKind::kStreamWait);
+        }
+      }
+      const int32_t end = add("step_end" + suffix, cpu, TaskKind::kSync, Phase::kOther, 3 * kUs, it, kUs);
+      g.AddEdge(last[static_cast<size_t>(gpu)], end, EdgeKind::kSync, 2 * kUs);
+      if (nccl >= 0) g.AddEdge(last[static_cast<size_t>(nccl)], end, EdgeKind::kSync, 2 * kUs);
+      step_end.push_back(end);
+      iter.begin_task = begin;
+      iter.end_task = end;
+      g.iterations.push_back(iter);
+    }
+    if (o.recorded_world > 0) {
+      // A parameter broadcast at the start: not a gradient all-reduce.
+      Task t;
+      t.name = g.strings.Intern("ncclKernel_Broadcast_RING_LL_Sum_int8_t(ncclWorkElem)");
+      t.resource = nccl;
+      t.kind = TaskKind::kCollective;
+      t.phase = Phase::kComm;
+      t.bytes = 8 * kMiB;
+      t.iteration = -1;
+      t.trace_event = static_cast<int64_t>(g.tasks.size());
+      t.duration_ns =
+          CollectiveTime(Collective::kBroadcast, CollectiveAlgorithm::kRing, t.bytes, o.recorded_world, o.recorded_net);
+      const int32_t b = g.AddTask(t);
+      // First on the nccl stream.
+      int32_t first_nccl = -1;
+      for (size_t i = 0; i < g.tasks.size(); ++i) {
+        if (g.tasks[i].resource == nccl && static_cast<int32_t>(i) != b) {
+          first_nccl = static_cast<int32_t>(i);
+          break;
+        }
+      }
+      g.AddEdge(b, first_nccl, EdgeKind::kSequential);
+    }
+    for (size_t k = n; k-- > 0;) {
+      Tensor t;
+      t.name = g.strings.Intern("grad" + std::to_string(k));
+      t.dtype = g.strings.Intern("float");
+      t.bytes = o.grad_bytes[k];
+      t.role = TensorRole::kGradient;
+      for (int it = 0; it < o.iterations; ++it) t.producers.push_back(producers[static_cast<size_t>(it)][k]);
+      t.producer = t.producers.front();
+      tensor_of.insert(tensor_of.begin(), g.AddTensor(t));
+    }
+    Tensor weight;
+    weight.name = g.strings.Intern("fc.weight");
+    weight.dtype = g.strings.Intern("float");
+    weight.bytes = 64 * kMiB;
+    weight.role = TensorRole::kWeight;
+    g.AddTensor(weight);
+    g.BuildAdjacency();
+    REQUIRE(g.Validate().ok());
+    // Recorded times: the graph's own replay.
+    absl::StatusOr<Schedule> s = Simulate(g);
+    REQUIRE(s.ok());
+    for (size_t t = 0; t < g.tasks.size(); ++t) g.tasks[t].recorded_start_ns = s->start_ns[t];
+    for (Iteration& it : g.iterations) {
+      it.recorded_begin_ns = s->start_ns[static_cast<size_t>(it.begin_task)];
+      it.measured_ns = s->end_ns[static_cast<size_t>(it.end_task)] - it.recorded_begin_ns;
+    }
+    g.recorded_end_ns = s->makespan_ns;
+  }
+
+  std::vector<int32_t> Gradients() const {
+    std::vector<int32_t> out;
+    for (size_t t = 0; t < g.tensors.size(); ++t) {
+      if (g.tensors[t].role == TensorRole::kGradient) out.push_back(static_cast<int32_t>(t));
+    }
+    return out;
+  }
+};
+
+// Runs pass `name` with `options` on `g`; REQUIREs it to succeed.
+bool RunOk(const std::string& name, const OptionMap& options, Graph& g, PassContext* context = nullptr) {
+  absl::StatusOr<std::unique_ptr<Pass>> pass = CreatePass(name, options);
+  INFO((pass.ok() ? std::string() : std::string(pass.status().message())));
+  REQUIRE(pass.ok());
+  PassContext local;
+  absl::StatusOr<bool> changed = (*pass)->Run(g, context != nullptr ? *context : local);
+  INFO((changed.ok() ? std::string() : std::string(changed.status().message())));
+  REQUIRE(changed.ok());
+  return *changed;
+}
+
+// The error of running pass `name` on `g`; REQUIREs it to fail.
+absl::Status RunError(const std::string& name, const OptionMap& options, Graph& g) {
+  absl::StatusOr<std::unique_ptr<Pass>> pass = CreatePass(name, options);
+  if (!pass.ok()) return pass.status();
+  PassContext context;
+  absl::StatusOr<bool> changed = (*pass)->Run(g, context);
+  REQUIRE_FALSE(changed.ok());
+  return changed.status();
+}
+
+std::vector<int32_t> TasksOfKind(const Graph& g, TaskKind kind) {
+  std::vector<int32_t> out;
+  for (size_t t = 0; t < g.tasks.size(); ++t) {
+    if (g.tasks[t].kind == kind) out.push_back(static_cast<int32_t>(t));
+  }
+  return out;
+}
+
+std::vector<int32_t> Inserted(const Graph& g) {
+  std::vector<int32_t> out;
+  for (int32_t t : TasksOfKind(g, TaskKind::kCollective)) {
+    if (g.TaskName(t).rfind("all_reduce bucket", 0) == 0) out.push_back(t);
+  }
+  return out;
+}
+
+// The tasks of `resource` in chain order.
+std::vector<int32_t> ChainOf(const Graph& g, int32_t resource) {
+  std::vector<int32_t> next(g.tasks.size(), -1);
+  std::vector<uint8_t> has_prev(g.tasks.size(), 0);
+  for (const Edge& e : g.edges) {
+    if (e.kind != EdgeKind::kSequential) continue;
+    next[static_cast<size_t>(e.from)] = e.to;
+    has_prev[static_cast<size_t>(e.to)] = 1;
+  }
+  std::vector<int32_t> out;
+  for (size_t t = 0; t < g.tasks.size(); ++t) {
+    if (g.tasks[t].resource != resource || has_prev[t]) continue;
+    for (int32_t c = static_cast<int32_t>(t); c >= 0 && out.size() <= g.tasks.size(); c = next[static_cast<size_t>(c)]) {
+      out.push_back(c);
+    }
+  }
+  return out;
+}
+
+void CheckSameGraph(const Graph& a, const Graph& b) {
+  REQUIRE(a.tasks.size() == b.tasks.size());
+  REQUIRE(a.edges.size() == b.edges.size());
+  CHECK(a.resources.size() == b.resources.size());
+  for (size_t t = 0; t < a.tasks.size(); ++t) {
+    INFO("task " << t << " " << a.TaskName(static_cast<int32_t>(t)));
+    CHECK(a.TaskName(static_cast<int32_t>(t)) == b.TaskName(static_cast<int32_t>(t)));
+    CHECK(a.tasks[t].duration_ns == b.tasks[t].duration_ns);
+    CHECK(a.tasks[t].gap_ns == b.tasks[t].gap_ns);
+    CHECK(a.tasks[t].resource == b.tasks[t].resource);
+    CHECK(a.tasks[t].bytes == b.tasks[t].bytes);
+  }
+  for (size_t e = 0; e < a.edges.size(); ++e) {
+    INFO("edge " << e);
+    CHECK(a.edges[e].from == b.edges[e].from);
+    CHECK(a.edges[e].to == b.edges[e].to);
+    CHECK(a.edges[e].kind == b.edges[e].kind);
+    CHECK(a.edges[e].lag_ns == b.edges[e].lag_ns);
+  }
+}
+
+// The real traces, loaded once.
+const Graph& ResNetGraph() {
+  static const Graph* const kGraph = [] {
+    absl::StatusOr<Trace> trace = ReadTraceFile(std::string(DAYDREAM_TEST_DATA_DIR) +
+                                                "/../../examples/traces/resnet-v100-ddp1-rank0.pt.trace.json.gz");
+    REQUIRE(trace.ok());
+    absl::StatusOr<Graph> g = BuildGraph(*trace);
+    REQUIRE(g.ok());
+    return new Graph(std::move(g).value());
+  }();
+  return *kGraph;
+}
+
+const Graph& DdpGraph() {
+  static const Graph* const kGraph = [] {
+    absl::StatusOr<Trace> trace = ReadTraceFile(SharedTracePath("hta-a100-2rank-nccl/nccl_data.json.gz"));
+    REQUIRE(trace.ok());
+    absl::StatusOr<Graph> g = BuildGraph(*trace);
+    REQUIRE(g.ok());
+    return new Graph(std::move(g).value());
+  }();
+  return *kGraph;
+}
+
+}  // namespace
+
+// --- BucketGradients -------------------------------------------------------------------
+
+TEST_CASE("BucketGradients fills buckets in ready order under the first and regular caps", "[comm]") {
+  TrainingGraphOptions o;
+  // In ready order: 0.5, 0.75, 10, 20, 30 (> a bucket), 1, 1 MiB.
+  o.grad_bytes = {kMiB / 2, 3 * kMiB / 4, 10 * kMiB, 20 * kMiB, 30 * kMiB, kMiB, kMiB};
+  TrainingGraph t(o);
+  const std::vector<int32_t> grads = t.Gradients();
+  auto names = [&](const std::vector<std::vector<int32_t>>& buckets) {
+    std::vector<std::vector<std::string>> out;
+    for (const auto& b : buckets) {
+      out.emplace_back();
+      for (int32_t tensor : b) out.back().emplace_back(t.g.Str(t.g.tensors[static_cast<size_t>(tensor)].name));
+    }
+    return out;
+  };
+  using Names = std::vector<std::vector<std::string>>;
+  SECTION("DDP's caps: a small first bucket, then 25 MB") {
+    CHECK(names(BucketGradients(t.g, 0, grads, 25, 1)) ==
+          Names{{"grad0"}, {"grad1", "grad2"}, {"grad3"}, {"grad4"}, {"grad5", "grad6"}});
+  }
+  SECTION("one cap for every bucket") {
+    CHECK(names(BucketGradients(t.g, 1, grads, 25, 25)) ==
+          Names{{"grad0", "grad1", "grad2"}, {"grad3"}, {"grad4"}, {"grad5", "grad6"}});
+  }
+  SECTION("bucket_mb = 0: one bucket per gradient") {
+    CHECK(names(BucketGradients(t.g, 0, grads, 0, 1)) ==
+          Names{{"grad0"}, {"grad1"}, {"grad2"}, {"grad3"}, {"grad4"}, {"grad5"}, {"grad6"}});
+  }
+  SECTION("a bucket as large as everything") {
+    CHECK(names(BucketGradients(t.g, 0, grads, 1000, 1000)) ==
+          Names{{"grad0", "grad1", "grad2", "grad3", "grad4", "grad5", "grad6"}});
+  }
+  SECTION("a gradient with no producer in the iteration is left out") {
+    t.g.tensors[static_cast<size_t>(t.tensor_of[2])].producers[1] = -1;
+    CHECK(names(BucketGradients(t.g, 1, grads, 0, 1)) ==
+          Names{{"grad0"}, {"grad1"}, {"grad3"}, {"grad4"}, {"grad5"}, {"grad6"}});
+    CHECK(BucketGradients(t.g, 1, {}, 25, 1).empty());
+  }
+}
+
+// --- data_parallel ---------------------------------------------------------------------
+
+TEST_CASE("data_parallel with one rank changes nothing", "[comm]") {
+  TrainingGraph t;
+  const Graph before = t.g;
+  PassContext context;
+  CHECK_FALSE(RunOk("data_parallel", {{"world_size", "1"}}, t.g, &context));
+  CheckSameGraph(before, t.g);
+  REQUIRE(context.notes.size() == 1);
+  CHECK_THAT(context.notes[0], Catch::Contains("unchanged"));
+}
+
+TEST_CASE("data_parallel inserts one chained all-reduce per bucket feeding the GPU optimizer", "[comm]") {
+  TrainingGraph t;  // gradients of 2, 3 and 1 MiB; 2 iterations
+  const size_t resources_before = t.g.resources.size();
+  PassContext context;
+  REQUIRE(RunOk("data_parallel", {{"world_size", "4"}, {"bucket_mb", "0"}, {"network", "ib100"}}, t.g, &context));
+  const NetworkModel ib100 = *NetworkPreset("ib100");
+
+  REQUIRE(t.g.resources.size() == resources_before + 1);
+  const auto channel = static_cast<int32_t>(resources_before);
+  CHECK(t.g.resources[static_cast<size_t>(channel)].kind == ResourceKind::kCommChannel);
+  const std::vector<int32_t> inserted = Inserted(t.g);
+  REQUIRE(inserted.size() == 6);  // 3 gradients x 2 iterations
+  CHECK(TasksOfKind(t.g, TaskKind::kCollective) == inserted);
+  // Chained in ready order across iterations.
+  CHECK(ChainOf(t.g, channel) == inserted);
+  const int64_t bytes[] = {2 * kMiB, 3 * kMiB, 1 * kMiB};
+  for (size_t i = 0; i < inserted.size(); ++i) {
+    const int32_t id = inserted[i];
+    const Task& task = t.g.tasks[static_cast<size_t>(id)];
+    const auto it = static_cast<int32_t>(i / 3);
+    const size_t j = i % 3;
+    INFO(t.g.TaskName(id));
+    CHECK(task.resource == channel);
+    CHECK(task.phase == Phase::kComm);
+    CHECK(task.iteration == it);
+    CHECK(task.bytes == bytes[j]);
+    CHECK(task.trace_event == -1);
+    CHECK(task.duration_ns == CollectiveTime(Collective::kAllReduce, CollectiveAlgorithm::kRing, bytes[j], 4, ib100));
+    // Fed by the gradient's producer, feeding the GPU optimizer kernel.
+    CHECK(HasEdge(t.g, t.producers[static_cast<size_t>(it)][j], id, EdgeKind::kData));
+    CHECK(HasEdge(t.g, id, t.gpu_opt[static_cast<size_t>(it)], EdgeKind::kData));
+    CHECK_FALSE(HasEdge(t.g, id, t.cpu_opt[static_cast<size_t>(it)], EdgeKind::kData));
+  }
+  CHECK(t.g.has_adjacency());
+  CHECK(t.g.Validate().ok());
+  CHECK(ValidateResourceChains(t.g).ok());
+  REQUIRE(context.notes.size() == 1);
+  CHECK_THAT(context.notes[0], Catch::Contains("4 ranks") && Catch::Contains("ring") && Catch::Contains("ib100") &&
+                                   Catch::Contains("3 buckets"));
+
+  // Replayed: an all-reduce starts after its gradient, the optimizer after
+  // every all-reduce of its iteration.
+  absl::StatusOr<Schedule> s = Simulate(t.g);
+  REQUIRE(s.ok());
+  for (size_t i = 0; i < inserted.size(); ++i) {
+    const auto it = static_cast<size_t>(i / 3);
+    const auto ar = static_cast<size_t>(inserted[i]);
+    CHECK(s->start_ns[ar] >= s->end_ns[static_cast<size_t>(t.producers[it][i % 3])]);
+    CHECK(s->start_ns[static_cast<size_t>(t.gpu_opt[it])] >= s->end_ns[ar]);
+  }
+}
+
+TEST_CASE("data_parallel buckets by bucket_mb with DDP's small first bucket", "[comm]") {
+  TrainingGraph t;  // 2, 3, 1 MiB in ready order
+  REQUIRE(RunOk("data_parallel", {{"world_size", "8"}, {"network", "nvlink"}}, t.g));  // 25 MB, first 1 MB
+  const std::vector<int32_t> inserted = Inserted(t.g);
+  REQUIRE(inserted.size() == 4);  // {2}, {3, 1} per iteration
+  CHECK(t.g.tasks[static_cast<size_t>(inserted[0])].bytes == 2 * kMiB);
+  CHECK(t.g.tasks[static_cast<size_t>(inserted[1])].bytes == 4 * kMiB);
+  // The bucket waits for both of its gradients.
+  CHECK(HasEdge(t.g, t.producers[0][1], inserted[1], EdgeKind::kData));
+  CHECK(HasEdge(t.g, t.producers[0][2], inserted[1], EdgeKind::kData));
+  CHECK(t.g.TaskName(inserted[1]) == "all_reduce bucket 1 (4.0 MB)");
+}
+
+TEST_CASE("data_parallel makes the CPU optimizer or the step's end wait when there is no GPU optimizer", "[comm]") {
+  TrainingGraphOptions o;
+  o.gpu_optimizer = false;
+  SECTION("a CPU optimizer step") {
+    TrainingGraph t(o);
+    REQUIRE(RunOk("data_parallel", {{"world_size", "2"}, {"bucket_mb", "0"}}, t.g));
+    for (int32_t ar : Inserted(t.g)) {
+      CHECK(HasEdge(t.g, ar, t.cpu_opt[static_cast<size_t>(t.g.tasks[static_cast<size_t>(ar)].iteration)],
+                    EdgeKind::kData));
+    }
+  }
+  SECTION("no optimizer at all") {
+    o.cpu_optimizer = false;
+    TrainingGraph t(o);
+    REQUIRE(RunOk("data_parallel", {{"world_size", "2"}, {"bucket_mb", "0"}}, t.g));
+    for (int32_t ar : Inserted(t.g)) {
+      CHECK(HasEdge(t.g, ar, t.step_end[static_cast<size_t>(t.g.tasks[static_cast<size_t>(ar)].iteration)],
+                    EdgeKind::kData));
+    }
+  }
+}
+
+TEST_CASE("data_parallel makes the optimizer step wait, not a zero_grad that ran before backward",
+          "[comm]") {
+  // The usual loop: zero_grad(); forward; backward; step(). zero_grad's
+  // kernel is optimizer work that runs before the gradients exist: making it
+  // wait for their all-reduce is a cycle.
+  TrainingGraphOptions o;
+  o.zero_grad_first = true;
+  TrainingGraph t(o);
+  PassContext context;
+  absl::StatusOr<std::unique_ptr<Pass>> pass = CreatePass("data_parallel", {{"world_size", "4"}, {"bucket_mb", "0"}});
+  REQUIRE(pass.ok());
+  absl::StatusOr<bool> changed = (*pass)->Run(t.g, context);
+  INFO((changed.ok() ? std::string() : std::string(changed.status().message())));
+  REQUIRE(changed.ok());
+  for (int32_t ar : Inserted(t.g)) {
+    const auto it = static_cast<size_t>(t.g.tasks[static_cast<size_t>(ar)].iteration);
+    CHECK(HasEdge(t.g, ar, t.gpu_opt[it], EdgeKind::kData));
+  }
+}
+
+TEST_CASE("data_parallel takes the network's algorithm, bandwidth and latency from its options", "[comm]") {
+  TrainingGraph t;
+  NetworkModel expected = *NetworkPreset("nvlink");  // auto on a GPU graph without collectives
+  CollectiveAlgorithm algorithm = CollectiveAlgorithm::kRing;
+  OptionMap options = {{"world_size", "8"}, {"bucket_mb", "0"}};
+  SECTION("auto on a GPU graph: nvlink") {}
+  SECTION("tree") {
+    options["algorithm"] = "tree";
+    algorithm = CollectiveAlgorithm::kTree;
+  }
+  SECTION("bandwidth") {
+    options["bandwidth_gbps"] = "40";
+    expected.beta_bytes_per_s = 40e9;
+  }
+  SECTION("latency over a preset") {
+    options["network"] = "ethernet10";
+    options["latency_us"] = "0";
+    expected = *NetworkPreset("ethernet10");
+    expected.alpha_s = 0;
+  }
+  REQUIRE(RunOk("data_parallel", options, t.g));
+  for (int32_t ar : Inserted(t.g)) {
+    const Task& task = t.g.tasks[static_cast<size_t>(ar)];
+    CHECK(task.duration_ns == CollectiveTime(Collective::kAllReduce, algorithm, task.bytes, 8, expected));
+  }
+}
+
+TEST_CASE("data_parallel picks ethernet for a CPU-only graph", "[comm]") {
+  TrainingGraphOptions o;
+  o.gpu = false;
+  o.gpu_optimizer = false;
+  TrainingGraph t(o);
+  REQUIRE(RunOk("data_parallel", {{"world_size", "4"}, {"bucket_mb", "0"}}, t.g));
+  const NetworkModel ethernet = *NetworkPreset("ethernet10");
+  const std::vector<int32_t> inserted = Inserted(t.g);
+  REQUIRE_FALSE(inserted.empty());
+  for (int32_t ar : inserted) {
+    const Task& task = t.g.tasks[static_cast<size_t>(ar)];
+    CHECK(task.duration_ns == CollectiveTime(Collective::kAllReduce, CollectiveAlgorithm::kRing, task.bytes, 4, ethernet));
+  }
+}
+
+TEST_CASE("data_parallel refuses bad options with clear errors", "[comm]") {
+  TrainingGraph t;
+  struct Case {
+    OptionMap options;
+    const char* says;
+  };
+  const Case cases[] = {
+      {{{"world_size", "0"}}, "world_size"},
+      {{{"algorithm", "butterfly"}}, "butterfly"},
+      {{{"network", "carrier_pigeon"}}, "nvlink"},
+      {{{"bandwidth_gbps", "-5"}}, "bandwidth_gbps"},
+      {{{"bucket_mb", "-1"}}, "bucket_mb"},
+      {{{"first_bucket_mb", "-1"}}, "first_bucket_mb"},
+  };
+  for (const Case& c : cases) {
+    INFO(c.says);
+    const absl::Status s = RunError("data_parallel", c.options, t.g);
+    CHECK(s.code() == absl::StatusCode::kInvalidArgument);
+    CHECK_THAT(std::string(s.message()), Catch::Contains(c.says));
+  }
+}
+
+TEST_CASE("data_parallel refuses a graph that already communicates", "[comm]") {
+  TrainingGraphOptions o;
+  o.recorded_world = 4;
+  TrainingGraph t(o);
+  const absl::Status s = RunError("data_parallel", {{"world_size", "8"}}, t.g);
+  CHECK(s.code() == absl::StatusCode::kFailedPrecondition);
+  CHECK_THAT(std::string(s.message()), Catch::Contains("already communicates") && Catch::Contains("tensor_fusion"));
+}
+
+TEST_CASE("data_parallel needs gradient tensors and says how to get them", "[comm]") {
+  TrainingGraph t;
+  SECTION("none at all") {
+    for (Tensor& tensor : t.g.tensors) tensor.role = TensorRole::kActivation;
+    const absl::Status s = RunError("data_parallel", {}, t.g);
+    CHECK(s.code() == absl::StatusCode::kFailedPrecondition);
+    CHECK_THAT(std::string(s.message()), Catch::Contains("no gradient tensors"));
+  }
+  SECTION("sizes unknown") {
+    for (int32_t g : t.Gradients()) t.g.tensors[static_cast<size_t>(g)].bytes = -1;
+    const absl::Status s = RunError("data_parallel", {}, t.g);
+    CHECK(s.code() == absl::StatusCode::kFailedPrecondition);
+    CHECK_THAT(std::string(s.message()), Catch::Contains("3 of 3") && Catch::Contains("gradient_mb"));
+  }
+  SECTION("no iterations") {
+    t.g.iterations.clear();
+    for (Task& task : t.g.tasks) task.iteration = -1;
+    for (Tensor& tensor : t.g.tensors) tensor.producers.clear();
+    const absl::Status s = RunError("data_parallel", {}, t.g);
+    CHECK(s.code() == absl::StatusCode::kFailedPrecondition);
+    CHECK_THAT(std::string(s.message()), Catch::Contains("no iterations"));
+  }
+}
+
+TEST_CASE("data_parallel spreads gradient_mb over gradients of unknown size", "[comm]") {
+  TrainingGraph t;
+  for (int32_t g : t.Gradients()) t.g.tensors[static_cast<size_t>(g)].bytes = -1;
+  REQUIRE(RunOk("data_parallel", {{"world_size", "2"}, {"bucket_mb", "0"}, {"gradient_mb", "6"}}, t.g));
+  const std::vector<int32_t> inserted = Inserted(t.g);
+  REQUIRE(inserted.size() == 6);
+  for (int32_t ar : inserted) CHECK(t.g.tasks[static_cast<size_t>(ar)].bytes == 2 * kMiB);
+}
+
+// --- tensor_fusion ---------------------------------------------------------------------
+
+TEST_CASE("tensor_fusion on a single-device graph needs world_size", "[comm]") {
+  TrainingGraph t;
+  const absl::Status s = RunError("tensor_fusion", {}, t.g);
+  CHECK(s.code() == absl::StatusCode::kFailedPrecondition);
+  CHECK_THAT(std::string(s.message()), Catch::Contains("single-device") && Catch::Contains("world_size"));
+}
+
+TEST_CASE("tensor_fusion on a single-device graph acts as data_parallel", "[comm]") {
+  const char* bucket_mb = GENERATE("0", "2.5", "25");
+  INFO("bucket_mb=" << bucket_mb);
+  TrainingGraph a, b;
+  REQUIRE(RunOk("tensor_fusion", {{"world_size", "4"}, {"bucket_mb", bucket_mb}}, a.g));
+  REQUIRE(RunOk("data_parallel", {{"world_size", "4"}, {"bucket_mb", bucket_mb}}, b.g));
+  CheckSameGraph(a.g, b.g);
+}
+
+TEST_CASE("tensor_fusion replaces recorded all-reduces and times its own by a network fitted to them", "[comm]") {
+  TrainingGraphOptions o;
+  o.recorded_world = 4;
+  o.recorded_net.alpha_s = 12e-6;
+  o.recorded_net.beta_bytes_per_s = 6e9;
+  o.grad_bytes = {2 * kMiB, 3 * kMiB, 1 * kMiB, 5 * kMiB};
+  TrainingGraph t(o);
+  std::vector<TimeNs> recorded;
+  for (int32_t c : TasksOfKind(t.g, TaskKind::kCollective)) {
+    if (t.g.TaskName(c).find("AllReduce") != std::string::npos) recorded.push_back(t.g.tasks[static_cast<size_t>(c)].duration_ns);
+  }
+  REQUIRE(recorded.size() == 8);
+  PassContext context;
+  REQUIRE(RunOk("tensor_fusion", {{"bucket_mb", "0"}}, t.g, &context));  // world size 4 from the graph
+  for (int32_t c : TasksOfKind(t.g, TaskKind::kCollective)) {
+    CHECK(t.g.TaskName(c).find("AllReduce") == std::string::npos);
+  }
+  // The broadcast is not a gradient all-reduce: it stays.
+  int broadcasts = 0;
+  for (int32_t c : TasksOfKind(t.g, TaskKind::kCollective)) broadcasts += t.g.TaskName(c).find("Broadcast") != std::string::npos;
+  CHECK(broadcasts == 1);
+  const std::vector<int32_t> inserted = Inserted(t.g);
+  REQUIRE(inserted.size() == recorded.size());
+  // One gradient per bucket, as recorded: the fitted network gives back the
+  // recorded times.
+  for (size_t i = 0; i < inserted.size(); ++i) {
+    INFO(t.g.TaskName(inserted[i]));
+    CHECK(std::llabs(t.g.tasks[static_cast<size_t>(inserted[i])].duration_ns - recorded[i]) <= 2);
+  }
+  CHECK(t.g.Validate().ok());
+  CHECK(ValidateResourceChains(t.g).ok());
+  REQUIRE(context.notes.size() == 2);
+  CHECK_THAT(context.notes[0], Catch::Contains("replaced 8 recorded gradient all-reduces"));
+  CHECK_THAT(context.notes[1], Catch::Contains("trace fit") && Catch::Contains("4 ranks"));
+  // The optimizer still waits for the (new) communication.
+  absl::StatusOr<Schedule> s = Simulate(t.g);
+  REQUIRE(s.ok());
+  for (int32_t ar : inserted) {
+    const auto it = static_cast<size_t>(t.g.tasks[static_cast<size_t>(ar)].iteration);
+    const int32_t opt = testing::TaskNamed(t.g, "opt#" + std::to_string(it));
+    CHECK(s->start_ns[static_cast<size_t>(opt)] >= s->end_ns[static_cast<size_t>(ar)]);
+  }
+}
+
+TEST_CASE("tensor_fusion fuses recorded all-reduces into fewer, larger ones", "[comm]") {
+  TrainingGraphOptions o;
+  o.recorded_world = 4;
+  o.grad_bytes = {2 * kMiB, 3 * kMiB, 1 * kMiB, 5 * kMiB};
+  TrainingGraph t(o);
+  REQUIRE(RunOk("tensor_fusion", {{"bucket_mb", "100"}, {"first_bucket_mb", "100"}}, t.g));
+  const std::vector<int32_t> inserted = Inserted(t.g);
+  REQUIRE(inserted.size() == 2);  // one per iteration
+  CHECK(t.g.tasks[static_cast<size_t>(inserted[0])].bytes == 11 * kMiB);
+}
+
+TEST_CASE("tensor_fusion needs the world size of a trace that does not say it", "[comm]") {
+  TrainingGraphOptions o;
+  o.recorded_world = 4;
+  TrainingGraph t(o);
+  t.g.world_size = -1;
+  const absl::Status s = RunError("tensor_fusion", {}, t.g);
+  CHECK(s.code() == absl::StatusCode::kFailedPrecondition);
+  CHECK_THAT(std::string(s.message()), Catch::Contains("world_size"));
+  TrainingGraph u(o);
+  u.g.world_size = -1;
+  CHECK(RunOk("tensor_fusion", {{"world_size", "4"}}, u.g));
+}
+
+// --- real traces -----------------------------------------------------------------------
+
+TEST_CASE("data_parallel on the ResNet-50 trace all-reduces its 25.6 M parameters", "[comm]") {
+  Graph g = ResNetGraph();
+  int64_t grad_bytes = 0;
+  for (const Tensor& t : g.tensors) grad_bytes += t.role == TensorRole::kGradient ? t.bytes : 0;
+  REQUIRE(grad_bytes > 0);
+  PassContext context;
+  REQUIRE(RunOk("data_parallel", {{"world_size", "8"}}, g, &context));
+  const std::vector<int32_t> inserted = Inserted(g);
+  REQUIRE_FALSE(inserted.empty());
+  // Every iteration all-reduces every gradient byte once.
+  std::vector<int64_t> per_iteration(g.iterations.size(), 0);
+  for (int32_t ar : inserted) {
+    const Task& t = g.tasks[static_cast<size_t>(ar)];
+    REQUIRE(t.iteration >= 0);
+    per_iteration[static_cast<size_t>(t.iteration)] += t.bytes;
+  }
+  for (size_t i = 0; i < per_iteration.size(); ++i) {
+    INFO("iteration " << i);
+    CHECK(per_iteration[i] == grad_bytes);
+  }
+  CHECK(grad_bytes == Approx(25.56e6 * 4).epsilon(0.01));
+  CHECK(g.Validate().ok());
+  CHECK(ValidateResourceChains(g).ok());
+}
+
+TEST_CASE("tensor_fusion replaces the all-reduces of a real 2-rank DDP trace", "[comm]") {
+  Graph g = DdpGraph();
+  REQUIRE(g.world_size == 2);
+  size_t recorded = 0;
+  for (int32_t c : TasksOfKind(g, TaskKind::kCollective)) {
+    absl::StatusOr<Collective> kind = CollectiveOfTaskName(g.TaskName(c));
+    recorded += kind.ok() && *kind == Collective::kAllReduce && g.tasks[static_cast<size_t>(c)].iteration >= 0;
+  }
+  REQUIRE(recorded > 0);
+  PassContext context;
+  REQUIRE(RunOk("tensor_fusion", {}, g, &context));
+  for (int32_t c : TasksOfKind(g, TaskKind::kCollective)) {
+    absl::StatusOr<Collective> kind = CollectiveOfTaskName(g.TaskName(c));
+    if (kind.ok() && *kind == Collective::kAllReduce && g.TaskName(c).rfind("all_reduce bucket", 0) != 0) {
+      CHECK(g.tasks[static_cast<size_t>(c)].iteration < 0);  // outside the iterations: left alone
+    }
+  }
+  CHECK_FALSE(Inserted(g).empty());
+  REQUIRE_FALSE(context.notes.empty());
+  CHECK_THAT(context.notes[0], Catch::Contains("replaced " + std::to_string(recorded)));
+  CHECK(g.Validate().ok());
+  CHECK(ValidateResourceChains(g).ok());
+}
+
+TEST_CASE("data_parallel refuses a real DDP trace: it already communicates", "[comm]") {
+  Graph g = DdpGraph();
+  const absl::Status s = RunError("data_parallel", {{"world_size", "4"}}, g);
+  CHECK(s.code() == absl::StatusCode::kFailedPrecondition);
+  CHECK_THAT(std::string(s.message()), Catch::Contains("already communicates"));
+}
