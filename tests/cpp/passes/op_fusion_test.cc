@@ -1,1 +1,403 @@
-// Tests of the op_fusion pass.
+// Tests of passes/op_fusion: chains of elementwise kernels launched
+// back-to-back fused into one kernel (launches removed, intermediates' time
+// partly gone), what breaks a chain, max_chain and intermediate_factor edges,
+// CPU-only chains, and the bundled V100 trace.
+#include "daydream/passes/op_fusion.h"
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include <catch2/catch.hpp>
+
+#include "daydream/graph/builder.h"
+#include "daydream/passes/editor.h"
+#include "daydream/sim/replay.h"
+#include "daydream/sim/simulator.h"
+#include "daydream/trace/kineto_reader.h"
+#include "test_support.h"
+
+using namespace daydream;
+using daydream::testing::HasEdge;
+
+namespace {
+
+constexpr TimeNs kUs = 1000;
+
+const std::string kMul =
+    "void at::native::vectorized_elementwise_kernel<4, at::native::BinaryFunctor<float, float, float, "
+    "at::native::binary_internal::MulFunctor<float> >, at::detail::Array<char*, 3> >(int, Functor, Array)";
+const std::string kAdd = "void at::native::elementwise_kernel<128, 2, CUDAFunctor_add<float> >(int, Functor)";
+const std::string kTriton = "triton_poi_fused_add_relu_0";
+const std::string kGemm = "volta_sgemm_128x64_nn";
+
+// One iteration: a CPU thread launching onto one or two streams (or a CPU
+// thread alone).
+struct Fixture {
+  Graph g;
+  int32_t thread = -1;
+  std::vector<int32_t> streams;
+  std::vector<int32_t> last;  // per resource
+  PassContext context;
+
+  explicit Fixture(int num_streams = 1) {
+    thread = g.AddResource(Resource{ResourceKind::kCpuThread, 1, 1, g.strings.Intern("thread 1")});
+    for (int s = 0; s < num_streams; ++s) {
+      streams.push_back(g.AddResource(
+          Resource{ResourceKind::kGpuStream, 0, 7 + s, g.strings.Intern("stream " + std::to_string(7 + s))}));
+    }
+    last.assign(g.resources.size(), -1);
+    g.iterations.push_back(Iteration{g.strings.Intern("ProfilerStep#1")});
+  }
+
+  int32_t Add(int32_t resource, TaskKind kind, const std::string& name, TimeNs duration, Phase phase, TimeNs gap) {
+    Task t;
+    t.kind = kind;
+    t.name = g.strings.Intern(name);
+    t.resource = resource;
+    t.duration_ns = duration;
+    t.gap_ns = gap;
+    t.phase = phase;
+    t.iteration = 0;
+    const int32_t id = g.AddTask(t);
+    if (last[static_cast<size_t>(resource)] >= 0) g.AddEdge(last[static_cast<size_t>(resource)], id, EdgeKind::kSequential);
+    last[static_cast<size_t>(resource)] = id;
+    return id;
+  }
+
+  int32_t CpuOp(const std::string& name, TimeNs duration, Phase phase = Phase::kForward, TimeNs gap = 2 * kUs) {
+    return Add(thread, TaskKind::kCpuOp, name, duration, phase, gap);
+  }
+
+  // A 5 us cudaLaunchKernel (after 2 us of framework time) and the kernel it
+  // launches on `stream`; returns the kernel.
+  int32_t Kernel(const std::string& name, TimeNs duration, Phase phase = Phase::kForward, int stream = 0) {
+    const int32_t call = Add(thread, TaskKind::kRuntime, "cudaLaunchKernel", 5 * kUs, phase, 2 * kUs);
+    const int32_t k = Add(streams[static_cast<size_t>(stream)], TaskKind::kKernel, name, duration, phase, 0);
+    g.AddEdge(call, k, EdgeKind::kLaunch, 3 * kUs);
+    return k;
+  }
+
+  void Finish() {
+    g.iterations[0].begin_task = 0;
+    g.iterations[0].end_task = last[static_cast<size_t>(thread)];
+    const absl::Status valid = g.Validate();
+    INFO(valid.message());
+    REQUIRE(valid.ok());
+    g.BuildAdjacency();
+  }
+
+  absl::StatusOr<bool> Run(const OptionMap& options = {}) {
+    const PassInfo info = OpFusionPassInfo();
+    absl::StatusOr<PassOptions> parsed = PassOptions::Parse(info.name, info.options, options);
+    REQUIRE(parsed.ok());
+    absl::StatusOr<std::unique_ptr<Pass>> pass = info.create(*parsed);
+    REQUIRE(pass.ok());
+    absl::StatusOr<bool> changed = (*pass)->Run(g, context);
+    if (changed.ok() && *changed) {
+      const absl::Status chains = ValidateResourceChains(g);
+      INFO(chains.message());
+      REQUIRE(chains.ok());
+    }
+    return changed;
+  }
+
+  std::vector<int32_t> OnResource(int32_t resource, TaskKind kind) const {
+    std::vector<int32_t> out;
+    for (size_t i = 0; i < g.tasks.size(); ++i) {
+      if (g.tasks[i].resource == resource && g.tasks[i].kind == kind) out.push_back(static_cast<int32_t>(i));
+    }
+    return out;
+  }
+  std::vector<int32_t> Kernels(int stream = 0) const {
+    return OnResource(streams[static_cast<size_t>(stream)], TaskKind::kKernel);
+  }
+  std::vector<int32_t> Launches() const { return OnResource(thread, TaskKind::kRuntime); }
+  TimeNs Duration(int32_t t) const { return g.tasks[static_cast<size_t>(t)].duration_ns; }
+  std::string Name(int32_t t) const { return std::string(g.TaskName(t)); }
+};
+
+Schedule Sim(const Graph& g) {
+  absl::StatusOr<Schedule> s = Simulate(g);
+  INFO((s.ok() ? std::string() : std::string(s.status().message())));
+  REQUIRE(s.ok());
+  return std::move(s).value();
+}
+
+std::string AllNotes(const PassContext& c) {
+  std::string out;
+  for (const std::string& n : c.notes) out += n + "\n";
+  return out;
+}
+
+// Checks that `f` is unchanged by the pass: returns false, same tasks, same
+// schedule.
+void CheckUnchanged(Fixture& f, const OptionMap& options = {}) {
+  const Schedule s0 = Sim(f.g);
+  const size_t tasks = f.g.tasks.size();
+  absl::StatusOr<bool> changed = f.Run(options);
+  REQUIRE(changed.ok());
+  CHECK_FALSE(*changed);
+  CHECK(f.g.tasks.size() == tasks);
+  const Schedule s1 = Sim(f.g);
+  CHECK(s1.start_ns == s0.start_ns);
+  CHECK(s1.end_ns == s0.end_ns);
+  CHECK_THAT(AllNotes(f.context), Catch::Contains("no chain of two or more"));
+}
+
+const Graph& V100() {
+  static const Graph* graph = [] {
+    absl::StatusOr<Trace> trace = ReadTraceFile(daydream::testing::TestDataPath(
+        "../../examples/traces/resnet-v100-ddp1-rank0.pt.trace.json.gz"));
+    REQUIRE(trace.ok());
+    absl::StatusOr<Graph> g = BuildGraph(*trace);
+    REQUIRE(g.ok());
+    return new Graph(std::move(g).value());
+  }();
+  return *graph;
+}
+
+TimeNs MedianStep(const Graph& g) {
+  absl::StatusOr<ReplayReport> r = Replay(g);
+  INFO((r.ok() ? std::string() : std::string(r.status().message())));
+  REQUIRE(r.ok());
+  std::vector<TimeNs> steps;
+  for (const IterationReplay& it : r->iterations) steps.push_back(it.step_replayed_ns);
+  REQUIRE(!steps.empty());
+  std::sort(steps.begin(), steps.end());
+  const size_t m = steps.size() / 2;
+  return steps.size() % 2 == 1 ? steps[m] : (steps[m - 1] + steps[m]) / 2;
+}
+
+}  // namespace
+
+TEST_CASE("op_fusion fuses back-to-back elementwise kernels into one launched by the first call", "[op_fusion]") {
+  Fixture f;
+  f.Kernel(kGemm, 100 * kUs);
+  f.Kernel(kMul, 10 * kUs);
+  f.Kernel(kAdd, 20 * kUs);
+  f.Kernel(kTriton, 30 * kUs);
+  const int32_t after = f.CpuOp("aten::empty", 1 * kUs);
+  f.Finish();
+  const int32_t first_call = f.Launches()[1];
+  const TimeNs cpu_before = Sim(f.g).end_ns[static_cast<size_t>(after)];
+
+  absl::StatusOr<bool> changed = f.Run();
+  REQUIRE(changed.ok());
+  CHECK(*changed);
+  const std::vector<int32_t> kernels = f.Kernels();
+  REQUIRE(kernels.size() == 2);
+  CHECK(f.Name(kernels[0]) == kGemm);
+  const int32_t fused = kernels[1];
+  CHECK(f.Name(fused) == "fused pointwise kernel x3");
+  // max + (sum - max) * 0.5 = 30 + 30 * 0.5
+  CHECK(f.Duration(fused) == 45 * kUs);
+  // Two launch calls and their framework time are gone; the first stays and
+  // launches the fused kernel.
+  const std::vector<int32_t> launches = f.Launches();
+  REQUIRE(launches.size() == 2);
+  CHECK(launches[1] == first_call);  // ids before the removed ones keep their place
+  CHECK(HasEdge(f.g, first_call, fused, EdgeKind::kLaunch));
+  int launch_edges = 0;
+  for (const Edge& e : f.g.edges) launch_edges += e.to == fused && IsLaunch(e.kind);
+  CHECK(launch_edges == 1);
+  // The CPU gets 2 x (5 + 2) us back.
+  const int32_t after_now = static_cast<int32_t>(f.g.tasks.size()) - 2;  // aten::empty, before the fused kernel
+  REQUIRE(f.Name(after_now) == "aten::empty");
+  CHECK(Sim(f.g).end_ns[static_cast<size_t>(after_now)] == cpu_before - 14 * kUs);
+  const std::string notes = AllNotes(f.context);
+  INFO(notes);
+  CHECK_THAT(notes, Catch::Contains("1 chains of elementwise kernels fused (3 members"));
+  CHECK_THAT(notes, Catch::Contains("2 launch calls removed"));
+  CHECK_THAT(notes, Catch::Contains("no other consumer is assumed"));
+}
+
+TEST_CASE("op_fusion leaves a graph without two back-to-back elementwise kernels unchanged", "[op_fusion]") {
+  SECTION("a GEMM between them on the stream") {
+    Fixture f;
+    f.Kernel(kMul, 10 * kUs);
+    f.Kernel(kGemm, 10 * kUs);
+    f.Kernel(kAdd, 10 * kUs);
+    f.Finish();
+    CheckUnchanged(f);
+  }
+  SECTION("a launch onto another stream between their launches") {
+    Fixture f(2);
+    f.Kernel(kMul, 10 * kUs, Phase::kForward, 0);
+    f.Kernel(kGemm, 10 * kUs, Phase::kForward, 1);
+    f.Kernel(kAdd, 10 * kUs, Phase::kForward, 0);
+    f.Finish();
+    CheckUnchanged(f);
+  }
+  SECTION("a synchronizing call between their launches") {
+    Fixture f;
+    f.Kernel(kMul, 10 * kUs);
+    f.Add(f.thread, TaskKind::kSync, "cudaStreamSynchronize", 3 * kUs, Phase::kForward, 1 * kUs);
+    f.Kernel(kAdd, 10 * kUs);
+    f.Finish();
+    CheckUnchanged(f);
+  }
+  SECTION("another stream waits on the first kernel's result") {
+    Fixture f(2);
+    const int32_t mul = f.Kernel(kMul, 10 * kUs, Phase::kForward, 0);
+    f.Kernel(kAdd, 10 * kUs, Phase::kForward, 0);
+    const int32_t other = f.Add(f.streams[1], TaskKind::kKernel, kGemm, 10 * kUs, Phase::kForward, 0);
+    f.g.AddEdge(mul, other, EdgeKind::kStreamWait);
+    f.Finish();
+    CheckUnchanged(f);
+  }
+  SECTION("forward and backward kernels") {
+    Fixture f;
+    f.Kernel(kMul, 10 * kUs, Phase::kForward);
+    f.Kernel(kAdd, 10 * kUs, Phase::kBackward);
+    f.Finish();
+    CheckUnchanged(f);
+  }
+  SECTION("a single elementwise kernel") {
+    Fixture f;
+    f.Kernel(kGemm, 10 * kUs);
+    f.Kernel(kMul, 10 * kUs);
+    f.Finish();
+    CheckUnchanged(f);
+  }
+}
+
+TEST_CASE("op_fusion cuts chains at max_chain and rejects max_chain below 2", "[op_fusion]") {
+  Fixture f;
+  for (int i = 0; i < 5; ++i) f.Kernel(kMul, 10 * kUs);
+  f.Finish();
+
+  SECTION("max_chain=2: two pairs and one left alone") {
+    REQUIRE(f.Run({{"max_chain", "2"}}).value());
+    const std::vector<int32_t> kernels = f.Kernels();
+    REQUIRE(kernels.size() == 3);
+    std::vector<std::string> names;
+    for (int32_t k : kernels) names.push_back(f.Name(k));
+    std::sort(names.begin(), names.end());
+    CHECK(names == std::vector<std::string>{"fused pointwise kernel x2", "fused pointwise kernel x2", kMul});
+    CHECK(f.Launches().size() == 3);
+  }
+  SECTION("max_chain=5: one kernel") {
+    REQUIRE(f.Run({{"max_chain", "5"}}).value());
+    REQUIRE(f.Kernels().size() == 1);
+    CHECK(f.Duration(f.Kernels()[0]) == 30 * kUs);  // 10 + 40 * 0.5
+  }
+  SECTION("max_chain=1 is an error and the graph stays") {
+    absl::StatusOr<bool> r = f.Run({{"max_chain", "1"}});
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.status().code() == absl::StatusCode::kInvalidArgument);
+    CHECK_THAT(std::string(r.status().message()), Catch::Contains("max_chain must be >= 2 (got 1)"));
+    CHECK(f.Kernels().size() == 5);
+  }
+}
+
+TEST_CASE("op_fusion's intermediate_factor spans launch-only savings to max-only kernels", "[op_fusion]") {
+  Fixture f;
+  f.Kernel(kMul, 10 * kUs);
+  f.Kernel(kAdd, 30 * kUs);
+  f.Finish();
+  SECTION("0: the fused kernel takes its longest member's time") {
+    REQUIRE(f.Run({{"intermediate_factor", "0"}}).value());
+    CHECK(f.Duration(f.Kernels()[0]) == 30 * kUs);
+  }
+  SECTION("1: only the launch goes") {
+    REQUIRE(f.Run({{"intermediate_factor", "1"}}).value());
+    CHECK(f.Duration(f.Kernels()[0]) == 40 * kUs);
+    CHECK(f.Launches().size() == 1);
+  }
+  SECTION("outside [0, 1]: an error") {
+    absl::StatusOr<bool> r = f.Run({{"intermediate_factor", "1.5"}});
+    REQUIRE_FALSE(r.ok());
+    CHECK_THAT(std::string(r.status().message()), Catch::Contains("intermediate_factor must be in [0, 1]"));
+  }
+}
+
+TEST_CASE("op_fusion on a CPU-only graph fuses neighbouring elementwise ops and drops their framework gaps",
+          "[op_fusion]") {
+  Fixture f(0);
+  f.CpuOp("aten::mm", 100 * kUs);
+  f.CpuOp("aten::add", 20 * kUs, Phase::kForward, 4 * kUs);
+  f.CpuOp("aten::mul_", 10 * kUs, Phase::kForward, 4 * kUs);
+  f.CpuOp("aten::relu", 10 * kUs, Phase::kForward, 4 * kUs);
+  f.CpuOp("aten::sum", 10 * kUs);
+  f.CpuOp("aten::add", 10 * kUs);  // alone: stays
+  f.Finish();
+  const TimeNs before = Sim(f.g).makespan_ns;
+
+  REQUIRE(f.Run().value());
+  std::vector<std::string> names;
+  for (size_t i = 0; i < f.g.tasks.size(); ++i) names.push_back(f.Name(static_cast<int32_t>(i)));
+  CHECK(names == std::vector<std::string>{"aten::mm", "aten::sum", "aten::add", "fused pointwise op x3"});
+  CHECK(f.Duration(static_cast<int32_t>(f.g.tasks.size()) - 1) == 30 * kUs);  // 20 + 20 * 0.5
+  CHECK(f.g.tasks.back().gap_ns == 4 * kUs);                                // the first member's gap stays
+  // 40 us of op time become 30, and two 4 us gaps go.
+  CHECK(Sim(f.g).makespan_ns == before - 10 * kUs - 8 * kUs);
+  CHECK_THAT(AllNotes(f.context), Catch::Contains("elementwise CPU ops fused"));
+  CHECK(IsElementwiseCpuOpName("aten::threshold_backward"));
+  CHECK_FALSE(IsElementwiseCpuOpName("aten::addmm"));
+  CHECK_FALSE(IsElementwiseCpuOpName("add"));
+}
+
+TEST_CASE("op_fusion knows elementwise kernels by function name", "[op_fusion]") {
+  CHECK(IsElementwiseKernelName(kMul));
+  CHECK(IsElementwiseKernelName(kAdd));
+  CHECK(IsElementwiseKernelName("void at::native::unrolled_elementwise_kernel<direct_copy_kernel_cuda>(int)"));
+  CHECK(IsElementwiseKernelName(kTriton));
+  CHECK_FALSE(IsElementwiseKernelName("triton_red_fused_sum_0"));
+  CHECK_FALSE(IsElementwiseKernelName(kGemm));
+  CHECK_FALSE(IsElementwiseKernelName("void at::native::reduce_kernel<512, 1, ReduceOp<elementwise_kernel> >(int)"));
+  CHECK_FALSE(IsElementwiseKernelName("fused pointwise kernel x3"));
+}
+
+TEST_CASE("op_fusion on the V100 ResNet trace removes launches and shortens GPU time, and a second run finds nothing",
+          "[op_fusion]") {
+  const Graph& baseline = V100();
+  Graph g = baseline;
+  g.BuildAdjacency();
+  PassContext context;
+  const PassInfo info = OpFusionPassInfo();
+  auto pass = info.create(PassOptions::Parse(info.name, info.options, {}).value());
+  REQUIRE(pass.ok());
+  absl::StatusOr<bool> changed = (*pass)->Run(g, context);
+  REQUIRE(changed.ok());
+  CHECK(*changed);
+  INFO(AllNotes(context));
+  REQUIRE(ValidateResourceChains(g).ok());
+  auto count = [](const Graph& graph, TaskKind kind) {
+    int64_t n = 0;
+    TimeNs total = 0;
+    for (const Task& t : graph.tasks) {
+      if (t.kind == kind) {
+        ++n;
+        total += t.duration_ns;
+      }
+    }
+    return std::pair<int64_t, TimeNs>(n, total);
+  };
+  const auto [kernels_before, kernel_time_before] = count(baseline, TaskKind::kKernel);
+  const auto [kernels_after, kernel_time_after] = count(g, TaskKind::kKernel);
+  const auto [calls_before, call_time_before] = count(baseline, TaskKind::kRuntime);
+  const auto [calls_after, call_time_after] = count(g, TaskKind::kRuntime);
+  CHECK(kernels_after < kernels_before - 500);
+  CHECK(kernel_time_after < kernel_time_before);
+  // Each fused kernel replaces >= 2: one launch call goes per kernel gone.
+  CHECK(calls_before - calls_after == kernels_before - kernels_after);
+  CHECK(call_time_after < call_time_before);
+  int64_t fused = 0;
+  for (size_t i = 0; i < g.tasks.size(); ++i) {
+    if (g.TaskName(static_cast<int32_t>(i)).substr(0, 22) != "fused pointwise kernel") continue;
+    ++fused;
+    int launches = 0;
+    for (int32_t e : g.in_edges(static_cast<int32_t>(i))) launches += IsLaunch(g.edges[static_cast<size_t>(e)].kind);
+    CHECK(launches == 1);
+  }
+  CHECK(fused > 100);
+  const TimeNs replayed = MedianStep(baseline);
+  const TimeNs predicted = MedianStep(g);
+  CHECK(predicted <= replayed);
+
+  PassContext again;
+  absl::StatusOr<bool> second = (*pass)->Run(g, again);
+  REQUIRE(second.ok());
+  CHECK_FALSE(*second);
+}
