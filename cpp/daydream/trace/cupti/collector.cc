@@ -9,6 +9,7 @@
 #include <dlfcn.h>
 
 #include <algorithm>
+#include <climits>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -56,6 +57,12 @@ DD_SAME_OFFSET(KernelRecord, CUpti_ActivityKernel4, contextId);
 DD_SAME_OFFSET(KernelRecord, CUpti_ActivityKernel4, streamId);
 DD_SAME_OFFSET(KernelRecord, CUpti_ActivityKernel4, correlationId);
 DD_SAME_OFFSET(KernelRecord, CUpti_ActivityKernel4, name);
+DD_SAME_OFFSET(KernelRecord, CUpti_ActivityKernel4, gridX);
+DD_SAME_OFFSET(KernelRecord, CUpti_ActivityKernel4, gridY);
+DD_SAME_OFFSET(KernelRecord, CUpti_ActivityKernel4, gridZ);
+DD_SAME_OFFSET(KernelRecord, CUpti_ActivityKernel4, blockX);
+DD_SAME_OFFSET(KernelRecord, CUpti_ActivityKernel4, blockY);
+DD_SAME_OFFSET(KernelRecord, CUpti_ActivityKernel4, blockZ);
 DD_SAME_OFFSET(MemcpyRecord, CUpti_ActivityMemcpy, copyKind);
 DD_SAME_OFFSET(MemcpyRecord, CUpti_ActivityMemcpy, srcKind);
 DD_SAME_OFFSET(MemcpyRecord, CUpti_ActivityMemcpy, dstKind);
@@ -173,6 +180,15 @@ std::string KernelName(const char* name) {
   std::string out = (status == 0 && demangled != nullptr) ? std::string(demangled) : std::string(name);
   std::free(demangled);
   return out;
+}
+
+// Product of a kernel's grid or block dimensions, as the Kineto reader takes
+// it from "grid"/"block": kUnset unless every dimension is positive and the
+// product at most 2^40.
+int64_t DimsProduct(int32_t x, int32_t y, int32_t z) {
+  if (x <= 0 || y <= 0 || z <= 0) return kUnset;
+  const int64_t product = int64_t{x} * y * z;
+  return product > (int64_t{1} << 40) ? kUnset : product;
 }
 
 // Stream and device ids are unsigned in CUPTI; Kineto writes the track id as
@@ -350,6 +366,8 @@ class CuptiTraceBuilder::Impl {
     if (!SetTimes(r.start, r.end, p.ev, "kernel", r.correlationId)) return;
     p.ev.kind = EventKind::kKernel;
     p.ev.name = trace_.strings.Intern(KernelName(r.name));
+    p.ev.grid_blocks = DimsProduct(r.gridX, r.gridY, r.gridZ);
+    p.ev.block_threads = static_cast<int32_t>(std::min<int64_t>(DimsProduct(r.blockX, r.blockY, r.blockZ), INT32_MAX));
     AddGpu(std::move(p), r.deviceId, r.contextId, r.streamId, r.correlationId);
   }
 
@@ -596,13 +614,13 @@ absl::Status NoDriver(std::string_view why) {
 }
 
 // Loads the driver, initializes it and lists its devices.
-absl::Status LoadDriver(DriverApi& api, std::vector<DeviceProperties>& devices) {
+absl::Status LoadDriver(const std::string& path, DriverApi& api, std::vector<DeviceProperties>& devices) {
   dlerror();
-  void* handle = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (handle == nullptr) return NoDriver(StrCat("cannot load the CUDA driver library (", DlError(), ")"));
   // The handle is never closed: the driver must not be unloaded once initialized.
   if (!Resolve(handle, "cuInit", &api.Init) || !Resolve(handle, "cuDeviceGetCount", &api.DeviceGetCount)) {
-    return NoDriver("libcuda.so.1 lacks cuInit or cuDeviceGetCount");
+    return NoDriver(StrCat(path, " lacks cuInit or cuDeviceGetCount"));
   }
   Resolve(handle, "cuGetErrorName", &api.GetErrorName);
   const CUresult init = api.Init(0);
@@ -693,10 +711,11 @@ std::vector<std::string> CuptiCandidates() {
   return out;
 }
 
-absl::Status LoadCupti(CuptiApi& api) {
+absl::Status LoadCupti(const std::string& path, CuptiApi& api) {
   void* handle = nullptr;
   std::string tried;
-  for (const std::string& candidate : CuptiCandidates()) {
+  const std::vector<std::string> candidates = path.empty() ? CuptiCandidates() : std::vector<std::string>{path};
+  for (const std::string& candidate : candidates) {
     dlerror();
     handle = dlopen(candidate.c_str(), RTLD_NOW | RTLD_LOCAL);
     if (handle != nullptr) {
@@ -797,8 +816,9 @@ class CuptiCollector::Impl {
   explicit Impl(const CuptiOptions& options) : options_(options), names_(cupti_), builder_(names_) {}
 
   absl::Status Load() {
-    DD_RETURN_IF_ERROR(LoadDriver(driver_, devices_));
-    return LoadCupti(cupti_);
+    DD_RETURN_IF_ERROR(LoadDriver(options_.driver_library.empty() ? "libcuda.so.1" : options_.driver_library,
+                                  driver_, devices_));
+    return LoadCupti(options_.cupti_library, cupti_);
   }
 
   absl::Status Start();
@@ -847,7 +867,9 @@ struct Recording {
   std::mutex mu;
   CuptiCollector::Impl* collector = nullptr;  // guarded by mu
   int64_t buffers = 0;                        // allocated and not yet returned; guarded by mu
-  bool callbacks_registered = false;          // guarded by mu
+  // The libcupti our buffer callbacks are registered with (by its
+  // registration function); guarded by mu.
+  decltype(&cuptiActivityRegisterCallbacks) registered_with = nullptr;
 };
 
 Recording& ActiveRecording() {
@@ -923,10 +945,10 @@ absl::Status CuptiCollector::Impl::Start() {
       return absl::FailedPreconditionError(
           "CuptiCollector::Start: another CuptiCollector is recording (CUPTI allows one per process)");
     }
-    if (!recording.callbacks_registered) {
+    if (recording.registered_with != cupti_.ActivityRegisterCallbacks) {
       DD_RETURN_IF_ERROR(cupti_.Check(cupti_.ActivityRegisterCallbacks(BufferRequested, BufferCompleted),
                                       "cuptiActivityRegisterCallbacks"));
-      recording.callbacks_registered = true;
+      recording.registered_with = cupti_.ActivityRegisterCallbacks;
     }
     recording.collector = this;
   }

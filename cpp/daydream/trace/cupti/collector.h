@@ -41,6 +41,11 @@ struct CuptiOptions {
   // its own, so this roughly doubles the CPU-side records; launches are
   // linked either way.
   bool record_driver_api = true;
+  // Where to load the libraries from, for installs the standard search (see
+  // CuptiCollector::Create) misses. Empty: the standard search. A path set
+  // here is the only one tried.
+  std::string driver_library;
+  std::string cupti_library;
 };
 
 // True when this build has the CUPTI collector (DAYDREAM_WITH_CUPTI); whether
@@ -57,10 +62,13 @@ bool CuptiAvailable();
 // CUDA calls on other threads during recording are fine.
 class CuptiCollector {
  public:
-  // Loads the CUDA driver (libcuda.so.1) and checks that it sees a device,
-  // then loads libcupti (libcupti.so, .so.13, .so.12, then $CUDA_HOME/lib64,
-  // /usr/local/cuda/lib64, /usr/local/cuda/lib, /usr/local/cuda/extras/CUPTI/lib64)
-  // and resolves the functions the collector calls.
+  // Loads the CUDA driver (libcuda.so.1, or options.driver_library) and
+  // checks that it sees a device, then loads libcupti (options.cupti_library,
+  // else the first of libcupti.so, .so.13, .so.12 on the loader's path, then
+  // libcupti.so in $CUDA_HOME/lib64, $CUDA_HOME/extras/CUPTI/lib64,
+  // /usr/local/cuda/lib64, /usr/local/cuda/lib and
+  // /usr/local/cuda/extras/CUPTI/lib64) and resolves the functions the
+  // collector calls.
   // Errors: FailedPrecondition "no CUDA driver/device: <why>" without a usable
   // driver or device; FailedPrecondition "CUPTI not found: <what was tried>";
   // FailedPrecondition naming the missing function for a libcupti too old;
@@ -103,6 +111,8 @@ class CuptiCollector {
   const std::string& cupti_path() const;
   uint32_t cupti_version() const;
 
+  // Opaque; declared here only so that collector.cc's CUPTI callbacks can
+  // name it.
   class Impl;
 
  private:

@@ -1,8 +1,9 @@
 // Tests for daydream/trace/cupti: the decoding of CUPTI activity records into
 // a Trace (driven with real CUPTI record structs built here, so no GPU is
 // needed), its equivalence with what the Kineto reader makes of the same
-// activity, the graph the result builds, and the collector's behaviour on a
-// machine without a CUDA driver.
+// activity, the graph the result builds, and the collector itself: on this
+// machine's missing driver, and end to end on a fake libcuda/libcupti
+// (fake_cupti.cc).
 //
 // This test includes <cupti.h> to build records; the library keeps it to
 // collector.cc.
@@ -11,6 +12,7 @@
 #include <cupti.h>
 #include <dlfcn.h>
 
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -256,6 +258,8 @@ TEST_CASE("cupti kernel record becomes a kernel event on its (device, stream) tr
   CHECK(ev.device == 2);
   CHECK(ev.stream == 13);
   CHECK(ev.external_id == kUnset);
+  CHECK(ev.grid_blocks == 1);
+  CHECK(ev.block_threads == 128);
   const TraceTrack& track = TrackOf(trace, ev);
   CHECK(track.pid == 2);
   CHECK(track.tid == 13);
@@ -267,6 +271,24 @@ TEST_CASE("cupti kernel record becomes a kernel event on its (device, stream) tr
   CHECK(track.sort_index == 13);
   CHECK(trace.path == "<cupti>");
   CHECK(trace.warnings.empty());
+}
+
+TEST_CASE("cupti kernel grid and block sizes are the products of their dimensions", "[cupti]") {
+  auto kernel = Kernel("k", 0, 10, 1);
+  kernel.gridX = 512;
+  kernel.gridY = 3;
+  kernel.gridZ = 2;
+  kernel.blockX = 32;
+  kernel.blockY = 8;
+  kernel.blockZ = 1;
+  const Trace trace = Decoder().Add(kernel).Finish();
+  CHECK(OnlyEvent(trace).grid_blocks == 3072);
+  CHECK(OnlyEvent(trace).block_threads == 256);
+  kernel.gridZ = 0;  // not a launch configuration: unknown, as the reader makes it
+  kernel.blockY = -1;
+  const Trace odd = Decoder().Add(kernel).Finish();
+  CHECK(OnlyEvent(odd).grid_blocks == kUnset);
+  CHECK(OnlyEvent(odd).block_threads == -1);
 }
 
 TEST_CASE("cupti kernel names that are not mangled are kept as they are", "[cupti]") {
@@ -744,6 +766,8 @@ TEST_CASE("cupti records decode into the events the Kineto reader makes of Kinet
     CHECK(d.wait_on_stream == r.wait_on_stream);
     CHECK(d.wait_on_event_record_correlation == r.wait_on_event_record_correlation);
     CHECK(d.instant == r.instant);
+    CHECK(d.grid_blocks == r.grid_blocks);
+    CHECK(d.block_threads == r.block_threads);
     const TraceTrack& dt = TrackOf(decoded, d);
     const TraceTrack& rt = TrackOf(read, r);
     CHECK(dt.pid == rt.pid);
@@ -819,4 +843,263 @@ TEST_CASE("cupti collector without a CUDA driver fails to create with 'no CUDA d
     // A machine with a driver: creating either works or says why not.
     if (!collector.ok()) CHECK(absl::IsFailedPrecondition(collector.status()));
   }
+}
+
+// --- the collector, end to end on a fake libcuda/libcupti ---------------------------
+
+namespace {
+
+// The fake library (fake_cupti.cc) stands in for both libcuda and libcupti;
+// its FakeCuda*/FakeCupti* functions script it.
+class Fake {
+ public:
+  Fake() {
+    handle_ = dlopen(DAYDREAM_FAKE_CUPTI_LIBRARY, RTLD_NOW | RTLD_LOCAL);
+    INFO(DAYDREAM_FAKE_CUPTI_LIBRARY);
+    REQUIRE(handle_ != nullptr);
+    Call<void (*)()>("FakeCuptiReset")();
+  }
+
+  template <typename Fn>
+  Fn Call(const char* name) const {
+    void* symbol = dlsym(handle_, name);
+    INFO(name);
+    REQUIRE(symbol != nullptr);
+    return reinterpret_cast<Fn>(symbol);
+  }
+
+  static CuptiOptions Options() {
+    CuptiOptions options;
+    options.driver_library = DAYDREAM_FAKE_CUPTI_LIBRARY;
+    options.cupti_library = DAYDREAM_FAKE_CUPTI_LIBRARY;
+    return options;
+  }
+
+  void SetDevices(int count, int init_result = CUDA_SUCCESS) const {
+    Call<void (*)(int, int)>("FakeCudaSetDevices")(count, init_result);
+  }
+  template <typename Record>
+  void Queue(const Record& record) const {
+    Call<void (*)(const void*, size_t)>("FakeCuptiQueueRecord")(&record, sizeof(record));
+  }
+  void RefuseKind(int kind) const { Call<void (*)(int)>("FakeCuptiRefuseKind")(kind); }
+  int EnabledCount() const { return Call<int (*)()>("FakeCuptiEnabledCount")(); }
+  bool IsEnabled(int kind) const { return Call<int (*)(int)>("FakeCuptiIsEnabled")(kind) != 0; }
+  int64_t BuffersOutstanding() const { return Call<int64_t (*)()>("FakeCuptiBuffersOutstanding")(); }
+  int64_t MisalignedBuffers() const { return Call<int64_t (*)()>("FakeCuptiMisalignedBuffers")(); }
+  int ThreadIdType() const { return Call<int (*)()>("FakeCuptiThreadIdType")(); }
+  int ExternalIdDepth() const { return Call<int (*)()>("FakeCuptiExternalIdDepth")(); }
+
+  std::unique_ptr<CuptiCollector> Create(const CuptiOptions& options = Options()) const {
+    auto collector = CuptiCollector::Create(options);
+    INFO((collector.ok() ? std::string("ok") : std::string(collector.status().message())));
+    REQUIRE(collector.ok());
+    return std::move(collector).value();
+  }
+
+ private:
+  void* handle_ = nullptr;
+};
+
+std::string MessageOf(const absl::Status& status) { return std::string(status.message()); }
+
+}  // namespace
+
+TEST_CASE("cupti collector records what CUPTI delivers and hands it over as a trace", "[cupti]") {
+  Fake fake;
+  auto collector = fake.Create();
+  CHECK(collector->cupti_path().find("fake_cupti") != std::string::npos);
+  CHECK(collector->cupti_version() == CUPTI_API_VERSION);
+  CHECK_FALSE(collector->recording());
+
+  REQUIRE(collector->Start().ok());
+  CHECK(collector->recording());
+  for (int kind : {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY, CUPTI_ACTIVITY_KIND_MEMSET,
+                   CUPTI_ACTIVITY_KIND_RUNTIME, CUPTI_ACTIVITY_KIND_DRIVER, CUPTI_ACTIVITY_KIND_SYNCHRONIZATION,
+                   CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION, CUPTI_ACTIVITY_KIND_MEMCPY2,
+                   CUPTI_ACTIVITY_KIND_CUDA_EVENT, CUPTI_ACTIVITY_KIND_CONTEXT}) {
+    INFO("kind " << kind);
+    CHECK(fake.IsEnabled(kind));
+  }
+  CHECK_FALSE(fake.IsEnabled(CUPTI_ACTIVITY_KIND_KERNEL));  // serializes kernels
+  CHECK(fake.ThreadIdType() == CUPTI_ACTIVITY_THREAD_ID_TYPE_SYSTEM);
+
+  fake.Queue(Api(CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000, 0, 5000, 1));
+  fake.Queue(External(1, 99));
+  fake.Queue(Kernel("_Z6addOneIfEvPT_i", 8000, 28'000, 1));
+  fake.Queue(Api(CUPTI_RUNTIME_TRACE_CBID_cudaStreamSynchronize_v3020, 10'000, 30'000, 2));
+  fake.Queue(Sync(CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_SYNCHRONIZE, 10'500, 29'500, 2, 7));
+  REQUIRE(collector->Stop().ok());
+  CHECK_FALSE(collector->recording());
+  CHECK(fake.EnabledCount() == 0);
+  CHECK(fake.BuffersOutstanding() == 0);
+  CHECK(fake.MisalignedBuffers() == 0);
+
+  auto trace = collector->TakeTrace();
+  INFO((trace.ok() ? std::string("ok") : MessageOf(trace.status())));
+  REQUIRE(trace.ok());
+  REQUIRE(trace->events.size() == 4);
+  CHECK(trace->Str(trace->events[0].name) == "cudaLaunchKernel");
+  CHECK(trace->events[0].external_id == 99);
+  CHECK(trace->Str(trace->events[1].name) == "void addOne<float>(float*, int)");
+  CHECK(trace->events[1].external_id == 99);
+  CHECK(trace->Str(trace->events[2].name) == "cudaStreamSynchronize");
+  CHECK(trace->Str(trace->events[3].sync_kind) == "Stream Sync");
+  CHECK(trace->warnings.empty());
+  REQUIRE(trace->devices.size() == 1);
+  CHECK(trace->devices[0].id == 0);
+  CHECK(trace->devices[0].name == "Fake GPU 0");
+  CHECK(trace->devices[0].compute_major == 9);
+  CHECK(trace->devices[0].num_sms == 132);
+  CHECK(trace->devices[0].total_global_mem == (int64_t{80} << 30));
+  CHECK(BuildGraph(*trace).ok());
+
+  // Taken: the next trace starts empty.
+  auto again = collector->TakeTrace();
+  REQUIRE_FALSE(again.ok());
+  CHECK(absl::IsFailedPrecondition(again.status()));
+}
+
+TEST_CASE("cupti collector accumulates several recording windows into one trace", "[cupti]") {
+  Fake fake;
+  auto collector = fake.Create();
+  REQUIRE(collector->Start().ok());
+  fake.Queue(Kernel("first", 0, 10, 1));
+  REQUIRE(collector->Stop().ok());
+  REQUIRE(collector->Start().ok());
+  fake.Queue(Kernel("second", 100, 110, 2));
+  REQUIRE(collector->Stop().ok());
+  auto trace = collector->TakeTrace();
+  REQUIRE(trace.ok());
+  CHECK(trace->events.size() == 2);
+}
+
+TEST_CASE("cupti collector reports the records CUPTI dropped when it ran out of buffers", "[cupti]") {
+  Fake fake;
+  CuptiOptions options = Fake::Options();
+  options.buffer_bytes = 64 << 10;
+  options.max_buffers = 1;
+  auto collector = fake.Create(options);
+  REQUIRE(collector->Start().ok());
+  const int queued = 1000;  // ~200 KiB of kernel records: more than one 64 KiB buffer holds
+  for (int i = 0; i < queued; ++i) fake.Queue(Kernel("k", 100 * i, 100 * i + 50, i + 1));
+  REQUIRE(collector->Stop().ok());
+  CHECK(fake.BuffersOutstanding() == 0);
+  auto trace = collector->TakeTrace();
+  REQUIRE(trace.ok());
+  const int64_t kept = static_cast<int64_t>(trace->events.size());
+  CHECK(kept > 0);
+  CHECK(kept < queued);
+  const WarningCount* w = FindWarning(*trace, "cupti_dropped_records");
+  REQUIRE(w != nullptr);
+  INFO(w->example);
+  CHECK(w->example.find("dropped " + std::to_string(queued - kept) + " activity records") != std::string::npos);
+}
+
+TEST_CASE("cupti collector lets one collector record at a time", "[cupti]") {
+  Fake fake;
+  auto first = fake.Create();
+  auto second = fake.Create();
+  REQUIRE(first->Start().ok());
+  const absl::Status busy = second->Start();
+  CHECK(absl::IsFailedPrecondition(busy));
+  CHECK(MessageOf(busy).find("another CuptiCollector is recording") != std::string::npos);
+  REQUIRE(first->Stop().ok());
+  CHECK(second->Start().ok());
+  CHECK(second->Stop().ok());
+}
+
+TEST_CASE("cupti collector calls out of order are errors, not crashes", "[cupti]") {
+  Fake fake;
+  auto collector = fake.Create();
+  CHECK(absl::IsFailedPrecondition(collector->Stop()));
+  REQUIRE(collector->Start().ok());
+  CHECK(absl::IsFailedPrecondition(collector->Start()));
+  CHECK(absl::IsFailedPrecondition(collector->TakeTrace().status()));
+  REQUIRE(collector->Stop().ok());
+  CHECK(absl::IsFailedPrecondition(collector->Stop()));
+}
+
+TEST_CASE("cupti collector destroyed while recording stops recording", "[cupti]") {
+  Fake fake;
+  {
+    auto collector = fake.Create();
+    REQUIRE(collector->Start().ok());
+    fake.Queue(Kernel("k", 0, 10, 1));
+  }
+  CHECK(fake.EnabledCount() == 0);
+  CHECK(fake.BuffersOutstanding() == 0);
+  auto next = fake.Create();
+  CHECK(next->Start().ok());
+  CHECK(next->Stop().ok());
+}
+
+TEST_CASE("cupti collector that CUPTI refuses a kind says why and leaves nothing enabled", "[cupti]") {
+  Fake fake;
+  auto collector = fake.Create();
+  fake.RefuseKind(CUPTI_ACTIVITY_KIND_SYNCHRONIZATION);
+  const absl::Status status = collector->Start();
+  REQUIRE_FALSE(status.ok());
+  INFO(MessageOf(status));
+  CHECK(MessageOf(status).find("CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED") != std::string::npos);
+  CHECK(MessageOf(status).find("another CUPTI client") != std::string::npos);
+  CHECK_FALSE(collector->recording());
+  CHECK(fake.EnabledCount() == 0);
+  // Nothing stays claimed: once CUPTI agrees, recording works.
+  fake.RefuseKind(-1);
+  CHECK(collector->Start().ok());
+  CHECK(collector->Stop().ok());
+}
+
+TEST_CASE("cupti collector without driver API recording leaves the driver kind off", "[cupti]") {
+  Fake fake;
+  CuptiOptions options = Fake::Options();
+  options.record_driver_api = false;
+  auto collector = fake.Create(options);
+  REQUIRE(collector->Start().ok());
+  CHECK_FALSE(fake.IsEnabled(CUPTI_ACTIVITY_KIND_DRIVER));
+  CHECK(fake.IsEnabled(CUPTI_ACTIVITY_KIND_RUNTIME));
+  CHECK(collector->Stop().ok());
+}
+
+TEST_CASE("cupti collector tags calls with external ids that nest", "[cupti]") {
+  Fake fake;
+  auto collector = fake.Create();
+  REQUIRE(collector->PushExternalId(7).ok());
+  REQUIRE(collector->PushExternalId(8).ok());
+  CHECK(fake.ExternalIdDepth() == 2);
+  CHECK(collector->PopExternalId().ok());
+  CHECK(collector->PopExternalId().ok());
+  CHECK(fake.ExternalIdDepth() == 0);
+  CHECK_FALSE(collector->PopExternalId().ok());
+}
+
+TEST_CASE("cupti collector whose driver sees no device fails to create with 'no CUDA driver/device'", "[cupti]") {
+  Fake fake;
+  SECTION("no device") {
+    fake.SetDevices(0);
+    auto collector = CuptiCollector::Create(Fake::Options());
+    REQUIRE_FALSE(collector.ok());
+    CHECK(absl::IsFailedPrecondition(collector.status()));
+    CHECK(MessageOf(collector.status()).find("no CUDA driver/device: the CUDA driver sees no device") !=
+          std::string::npos);
+  }
+  SECTION("cuInit fails") {
+    fake.SetDevices(1, CUDA_ERROR_NO_DEVICE);
+    auto collector = CuptiCollector::Create(Fake::Options());
+    REQUIRE_FALSE(collector.ok());
+    CHECK(absl::IsFailedPrecondition(collector.status()));
+    CHECK(MessageOf(collector.status()) == "no CUDA driver/device: cuInit failed: CUDA_ERROR_NO_DEVICE (100)");
+  }
+}
+
+TEST_CASE("cupti collector without libcupti fails to create with 'CUPTI not found'", "[cupti]") {
+  Fake fake;
+  CuptiOptions options = Fake::Options();
+  options.cupti_library = "/nonexistent/libcupti.so";
+  auto collector = CuptiCollector::Create(options);
+  REQUIRE_FALSE(collector.ok());
+  CHECK(absl::IsFailedPrecondition(collector.status()));
+  CHECK(MessageOf(collector.status()).find("CUPTI not found") != std::string::npos);
+  CHECK(MessageOf(collector.status()).find("/nonexistent/libcupti.so") != std::string::npos);
 }
