@@ -28,7 +28,7 @@ PY_TEST_DEPS := pytest>=7 torch==2.13.0 numpy
 
 CPP_BUILD := build/cpp
 CMAKE := $(VENV)/bin/cmake
-SOURCES := $(shell find cpp proto python tests/cpp benchmarks -type f \( -name '*.cc' -o -name '*.h' -o -name '*.proto' -o -name '*.py' -o -name '*.pyi' \) 2>/dev/null) CMakeLists.txt pyproject.toml
+SOURCES := $(shell find cpp proto python/src python/daydream benchmarks -type f \( -name '*.cc' -o -name '*.h' -o -name '*.proto' -o -name '*.py' -o -name '*.pyi' \) 2>/dev/null) CMakeLists.txt pyproject.toml
 
 .PHONY: demo test cpp-test py-test deps venv install bench replay-accuracy clean
 
@@ -67,8 +67,14 @@ cpp-test: $(CPP_BUILD)/build.ninja
 	cd $(CPP_BUILD) && ../../$(VENV)/bin/ctest --output-on-failure -j $(JOBS)
 
 # --- Python ------------------------------------------------------------------
-py-test: $(STAMPS)/install
-	DAYDREAM_REQUIRE_TORCH=1 $(VPY) -m pytest -q tests/python
+# The fake libcuda/libcupti of the C++ tests lets tests/python/test_cupti.py
+# run the CUPTI collector end to end without a GPU (where CUPTI's headers are).
+FAKE_CUPTI := $(CPP_BUILD)/libdaydream_fake_cupti.so
+
+py-test: $(STAMPS)/install $(CPP_BUILD)/build.ninja
+	$(CMAKE) --build $(CPP_BUILD) --target daydream_fake_cupti >/dev/null 2>&1 || true
+	DAYDREAM_REQUIRE_TORCH=1 DAYDREAM_FAKE_CUPTI_LIBRARY=$$([ -f $(FAKE_CUPTI) ] && echo $(abspath $(FAKE_CUPTI)) || true) \
+	  $(VPY) -m pytest -q tests/python
 
 test: cpp-test py-test
 

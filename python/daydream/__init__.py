@@ -14,6 +14,7 @@ Example::
 """
 
 from ._core import DaydreamError, Graph, Schedule, Trace, TimelineWriter, __version__
+from . import cupti
 from .capture import Profiler, profile
 from .prediction import Prediction, passes, predict
 from .api import (
@@ -42,6 +43,7 @@ __all__ = [
     "Trace",
     "__version__",
     "build_graph",
+    "cupti",
     "load_job",
     "load_trace",
     "passes",

@@ -10,6 +10,7 @@ void InitTrace(pybind11::module_& m);
 void InitGraph(pybind11::module_& m);
 void InitSim(pybind11::module_& m);
 void InitPasses(pybind11::module_& m);
+void InitCupti(pybind11::module_& m);
 
 }  // namespace daydream::python
 

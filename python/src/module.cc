@@ -14,4 +14,5 @@ PYBIND11_MODULE(_core, m) {
   daydream::python::InitGraph(m);
   daydream::python::InitSim(m);
   daydream::python::InitPasses(m);
+  daydream::python::InitCupti(m);
 }
