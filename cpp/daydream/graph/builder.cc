@@ -123,6 +123,7 @@ struct Pending {
   TimeNs end = 0;
   int32_t event = kNone;
   int32_t resource = kNone;
+  bool self_time = false;  // a stretch of an enclosing operator's own work
 };
 
 // An activity launched at `time` (its launch call's start, or its own start
@@ -251,6 +252,7 @@ class Builder {
         p.resource = resource;
         pending_.push_back(p);
       }
+      if (resource != kNone) AddSelfTimeTasks(candidates, has_task_child, resource);
     }
     cpu_range_events_.clear();
     for (auto& events : by_track) {
@@ -258,6 +260,57 @@ class Builder {
     }
     std::sort(cpu_range_events_.begin(), cpu_range_events_.end(),
               [&](int32_t a, int32_t b) { return NestLess(a, b); });
+  }
+
+  // A dispatched operator (aten::mkldnn_convolution, c10d::allreduce_,
+  // torch::autograd::AccumulateGrad): a namespaced cpu_op. Not a range
+  // recorded as an operator (ProfilerStep#7 in 2021 traces, autograd's
+  // evaluate_function wrapper, backward nodes), nor a runtime call (its
+  // driver children leave it no work of its own).
+  bool IsOperatorName(const TraceEvent& ev) const {
+    const std::string_view name = trace_.Str(ev.name);
+    return ev.kind == EventKind::kCpuOp && Contains(name, "::") && !Contains(name, " ") &&
+           !StartsWith(name, "autograd::engine::");
+  }
+
+  // An operator that encloses other tasks can still do most of the work
+  // itself: aten::mkldnn_convolution computes after its aten::empty child
+  // allocated the output. Each stretch of at least min_self_task_ns inside a
+  // CPU operator that none of its task-bearing descendants covers becomes a
+  // task named after the operator, so its cost is work the passes see, not a
+  // framework gap. Every instant belongs to the innermost operator around it.
+  void AddSelfTimeTasks(const std::vector<Pending>& candidates, const std::vector<uint8_t>& has_task_child,
+                        int32_t resource) {
+    if (options_.min_self_task_ns <= 0) return;
+    absl::flat_hash_map<int32_t, size_t> enclosing;  // event -> index in candidates
+    for (size_t i = 0; i < candidates.size(); ++i) {
+      if (has_task_child[static_cast<size_t>(candidates[i].event)]) enclosing[candidates[i].event] = i;
+    }
+    if (enclosing.empty()) return;
+    // Per enclosing operator: the spans of its nearest task-bearing
+    // descendants, in start order (candidates are sorted by start).
+    absl::flat_hash_map<size_t, std::vector<std::pair<TimeNs, TimeNs>>> covered;
+    for (const Pending& c : candidates) {
+      for (int32_t a = parent_[static_cast<size_t>(c.event)]; a != kNone; a = parent_[static_cast<size_t>(a)]) {
+        auto it = enclosing.find(a);
+        if (it == enclosing.end()) continue;
+        covered[it->second].emplace_back(c.start, c.end);
+        break;
+      }
+    }
+    for (const auto& [index, spans] : covered) {
+      const Pending& op = candidates[index];
+      if (!IsOperatorName(Ev(op.event))) continue;
+      TimeNs cursor = op.start;
+      auto add = [&](TimeNs from, TimeNs to) {
+        if (to - from >= options_.min_self_task_ns) pending_.push_back(Pending{from, to, op.event, resource, true});
+      };
+      for (const auto& [from, to] : spans) {
+        add(cursor, std::min(from, op.end));
+        cursor = std::max(cursor, to);
+      }
+      add(cursor, op.end);
+    }
   }
 
   bool IsTaskEvent(const TraceEvent& ev) const {
@@ -340,7 +393,10 @@ class Builder {
   // Orders tasks by recorded start (ties by trace order) and creates them.
   void CreateTasks() {
     std::sort(pending_.begin(), pending_.end(), [](const Pending& a, const Pending& b) {
-      return a.start != b.start ? a.start < b.start : a.event < b.event;
+      if (a.start != b.start) return a.start < b.start;
+      // An operator's own work after a zero-length child at its start.
+      if (a.self_time != b.self_time) return b.self_time;
+      return a.event < b.event;
     });
     origin_ = pending_.front().start;
     graph_.origin_ns = origin_;
@@ -375,7 +431,7 @@ class Builder {
       const int32_t id = graph_.AddTask(task);
       end_.push_back(p.end);
       graph_.recorded_end_ns = std::max(graph_.recorded_end_ns, p.end);
-      task_of_[static_cast<size_t>(p.event)] = id;
+      if (!p.self_time) task_of_[static_cast<size_t>(p.event)] = id;
       resource_tasks_[static_cast<size_t>(p.resource)].push_back(id);
     }
     pending_.clear();

@@ -54,6 +54,11 @@ struct BuildOptions {
   TimeNs default_launch_latency_ns = 7'000;
   TimeNs default_kernel_gap_ns = 1'000;
   TimeNs default_sync_tail_ns = 5'000;
+  // Rule 1: a stretch at least this long inside a CPU operator that encloses
+  // other tasks, covered by none of them, becomes a task of its own (the
+  // operator's own work, e.g. a CPU convolution after its allocation); 0
+  // turns this off.
+  TimeNs min_self_task_ns = 20'000;
   // Launch queue depth used when the trace never fills its queue.
   int32_t default_launch_queue_depth = 1024;
   // See the file comment.

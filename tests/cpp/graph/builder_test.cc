@@ -143,8 +143,8 @@ TEST_CASE("builder makes tasks of innermost CPU events, not of the ranges enclos
   const Graph g = Build({
       Anno("ProfilerStep#1", 0, 1000),
       Py("nn.Module: fc", 5, 90),
-      Cpu("aten::linear", 10, 50),
-      Cpu("aten::addmm", 12, 28),
+      Cpu("aten::linear", 10, 25),  // own work 2 + 3 us, addmm's 8 + 7 us: under min_self_task_ns
+      Cpu("aten::addmm", 12, 20),
       Rt("cudaLaunchKernel", 20, 5, 1),
       Gpu("gemm", 30, 10, 1),
       Cpu("aten::relu", 65, 15),
@@ -161,6 +161,39 @@ TEST_CASE("builder makes tasks of innermost CPU events, not of the ranges enclos
   CHECK(TaskOf(g, "aten::relu").recorded_start_ns == 65 * kUs);
   CHECK(TaskOf(g, "aten::relu").duration_ns == 15 * kUs);
   CHECK(TaskOf(g, "aten::relu").trace_event == 6);
+}
+
+TEST_CASE("builder makes an operator's own long work inside it a task, attributed to the innermost operator",
+          "[builder]") {
+  const std::vector<std::string> events = {
+      Anno("ProfilerStep#1", 0, 1000),
+      Cpu("aten::conv2d", 0, 300),                // own work: 10 us before, 50 us after its child
+      Cpu("aten::mkldnn_convolution", 10, 240),   // allocates, then computes for 235 us
+      Cpu("aten::empty", 12, 3),
+      Cpu("autograd::engine::evaluate_function: ConvolutionBackward0", 400, 300),  // a wrapper
+      Cpu("aten::convolution_backward", 410, 10),
+  };
+  const Graph g = Build(events);
+  std::vector<std::pair<std::string, std::pair<TimeNs, TimeNs>>> tasks;
+  for (size_t i = 0; i < g.tasks.size(); ++i) {
+    const Task& t = g.tasks[i];
+    tasks.push_back({std::string(g.TaskName(static_cast<int32_t>(i))), {t.recorded_start_ns, t.duration_ns}});
+  }
+  using Span = std::pair<TimeNs, TimeNs>;
+  CHECK(tasks == std::vector<std::pair<std::string, Span>>{
+                     {"aten::empty", {12 * kUs, 3 * kUs}},
+                     {"aten::mkldnn_convolution", {15 * kUs, 235 * kUs}},
+                     {"aten::conv2d", {250 * kUs, 50 * kUs}},
+                     {"aten::convolution_backward", {410 * kUs, 10 * kUs}},
+                 });
+  CHECK(TaskOf(g, "aten::mkldnn_convolution").kind == TaskKind::kCpuOp);
+  CHECK(TaskOf(g, "aten::mkldnn_convolution").phase == Phase::kForward);
+  // The next task's gap no longer holds the convolution.
+  CHECK(TaskOf(g, "aten::convolution_backward").gap_ns == 110 * kUs);
+
+  BuildOptions off;
+  off.min_self_task_ns = 0;
+  CHECK(Build(events, off).tasks.size() == 2);
 }
 
 TEST_CASE("builder gives each CPU task the idle time since the previous task on its thread", "[builder]") {
