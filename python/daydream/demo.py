@@ -18,7 +18,7 @@ import argparse
 import logging
 import sys
 from pathlib import Path
-from typing import Any, List, Sequence, Tuple, Union
+from typing import Any, List, Optional, Sequence, Tuple, Union
 
 from . import api, cli, prediction
 from ._core import DaydreamError
@@ -42,7 +42,7 @@ CPU_WHAT_IFS = {
     "cuda_graphs": "cuda_graphs",
     "data_parallel": "data_parallel:world_size=4",
     "tensor_fusion": "tensor_fusion:world_size=4,bucket_mb=0.25",
-    "p3": ["data_parallel:world_size=4", "p3"],
+    "p3": ["data_parallel:world_size=4,bucket_mb=0", "p3"],
     "scale": "scale:cpu=0.5",
 }
 
@@ -62,6 +62,19 @@ def _short(text: str, limit: int = 110) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
+def _batch_factor(spec: Union[str, Sequence[str]]) -> Optional[float]:
+    """The batch_size factor a what-if asks for, or None."""
+    for item in [spec] if isinstance(spec, str) else spec:
+        name, _, opts = item.partition(":")
+        if name == "batch_size":
+            options = dict(o.split("=", 1) for o in opts.split(",") if "=" in o)
+            if "factor" not in options:  # the pass's default
+                info = next(p for p in prediction.passes() if p["name"] == "batch_size")
+                options["factor"] = next(o["default"] for o in info["options"] if o["name"] == "factor")
+            return float(options["factor"])
+    return None
+
+
 def _what_ifs(subject: Any, items: List[Tuple[str, Union[str, Sequence[str]]]]) -> str:
     rows: List[Tuple[str, str, str, str]] = []
     baseline = None
@@ -75,8 +88,11 @@ def _what_ifs(subject: Any, items: List[Tuple[str, Union[str, Sequence[str]]]]) 
             baseline = pred
             rows.insert(0, ("(replay of the recording)", f"{pred.replayed_ms:.2f}", "1.00x",
                             f"measured {pred.measured_ms:.2f} ms"))
-        note = pred.notes[-1] if pred.notes else ""
-        rows.append((label, f"{pred.predicted_ms:.2f}", f"{pred.speedup:.2f}x", _short(note.split(": ", 1)[-1])))
+        note = _short(pred.notes[-1].split(": ", 1)[-1]) if pred.notes else ""
+        factor = _batch_factor(spec)
+        if factor is not None:  # a bigger batch is judged per sample, not per step
+            note = _short(f"x{factor:g} batch: {pred.speedup * factor:.2f}x samples/s. " + note)
+        rows.append((label, f"{pred.predicted_ms:.2f}", f"{pred.speedup:.2f}x", note))
     return _table(rows)
 
 

@@ -1,5 +1,7 @@
 #include "daydream/passes/pipeline.h"
 
+#include <string>
+
 #include "absl/status/status.h"
 #include "daydream/base/strings.h"
 #include "daydream/passes/editor.h"
@@ -12,7 +14,11 @@ absl::StatusOr<bool> Pipeline::Run(Graph& graph, PassContext& context) {
     if (!graph.has_adjacency()) graph.BuildAdjacency();
     absl::StatusOr<bool> result = pass->Run(graph, context);
     if (!result.ok()) {
-      return absl::Status(result.status().code(), StrCat(pass->name(), ": ", result.status().message()));
+      // Every error names its pass once.
+      const std::string prefix = StrCat(pass->name(), ": ");
+      const std::string message(result.status().message());
+      if (StartsWith(message, prefix)) return result.status();
+      return absl::Status(result.status().code(), StrCat(prefix, message));
     }
     if (!*result) continue;
     changed = true;

@@ -58,12 +58,14 @@ class RecordingPass : public Pass {
 
 class FailingPass : public Pass {
  public:
+  explicit FailingPass(std::string message = "no optimizer tasks found") : message_(std::move(message)) {}
   std::string_view name() const override { return "failing"; }
 
  protected:
-  absl::StatusOr<bool> RunImpl(Graph&, PassContext&) override {
-    return absl::FailedPreconditionError("no optimizer tasks found");
-  }
+  absl::StatusOr<bool> RunImpl(Graph&, PassContext&) override { return absl::FailedPreconditionError(message_); }
+
+ private:
+  std::string message_;
 };
 
 // Adds a task with an edge straight into the graph, leaving the adjacency
@@ -178,6 +180,16 @@ TEST_CASE("pipeline error names the failing pass, keeps its code and stops there
   CHECK(changed.status().code() == absl::StatusCode::kFailedPrecondition);
   CHECK(std::string(changed.status().message()) == "failing: no optimizer tasks found");
   CHECK(log == std::vector<std::string>{"before"});
+}
+
+TEST_CASE("pipeline does not name a pass twice when its error already does", "[pipeline]") {
+  Graph g = SmallGraph();
+  PassContext context;
+  Pipeline pipeline;
+  pipeline.AddPass<FailingPass>("failing: the graph has no GPU streams");
+  absl::StatusOr<bool> changed = pipeline.Run(g, context);
+  REQUIRE_FALSE(changed.ok());
+  CHECK(std::string(changed.status().message()) == "failing: the graph has no GPU streams");
 }
 
 TEST_CASE("pipeline reports a pass that leaves an invalid graph", "[pipeline]") {
