@@ -2,6 +2,7 @@
 
 #include <zlib.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -9,6 +10,8 @@
 
 #include <catch2/catch.hpp>
 
+#include "daydream/graph/builder.h"
+#include "daydream/sim/replay.h"
 #include "daydream/trace/kineto_reader.h"
 
 namespace daydream::testing {
@@ -87,6 +90,43 @@ void WriteFile(const std::string& path, const std::string& data, bool gzip) {
   REQUIRE(f != nullptr);
   REQUIRE(gzwrite(f, data.data(), static_cast<unsigned>(data.size())) == static_cast<int>(data.size()));
   REQUIRE(gzclose(f) == Z_OK);
+}
+
+Schedule Sim(const Graph& graph) {
+  absl::StatusOr<Schedule> s = Simulate(graph);
+  INFO((s.ok() ? std::string() : std::string(s.status().message())));
+  REQUIRE(s.ok());
+  return std::move(s).value();
+}
+
+TimeNs MedianStep(const Graph& graph) {
+  absl::StatusOr<ReplayReport> r = Replay(graph);
+  INFO((r.ok() ? std::string("ok") : std::string(r.status().message())));
+  REQUIRE(r.ok());
+  std::vector<TimeNs> steps;
+  for (const IterationReplay& it : r->iterations) steps.push_back(it.step_replayed_ns);
+  REQUIRE(!steps.empty());
+  std::sort(steps.begin(), steps.end());
+  const size_t m = steps.size() / 2;
+  return steps.size() % 2 == 1 ? steps[m] : (steps[m - 1] + steps[m]) / 2;
+}
+
+std::string AllNotes(const PassContext& context) {
+  std::string out;
+  for (const std::string& n : context.notes) out += n + "\n";
+  return out;
+}
+
+const Graph& BundledV100() {
+  static const Graph* graph = [] {
+    absl::StatusOr<Trace> trace =
+        ReadTraceFile(TestDataPath("../../examples/traces/resnet-v100-ddp1-rank0.pt.trace.json.gz"));
+    REQUIRE(trace.ok());
+    absl::StatusOr<Graph> g = BuildGraph(*trace);
+    REQUIRE(g.ok());
+    return new Graph(std::move(g).value());
+  }();
+  return *graph;
 }
 
 }  // namespace daydream::testing

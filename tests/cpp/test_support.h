@@ -7,6 +7,8 @@
 #include <vector>
 
 #include "daydream/graph/graph.h"
+#include "daydream/passes/pass.h"
+#include "daydream/sim/simulator.h"
 #include "daydream/trace/trace.h"
 
 namespace daydream::testing {
@@ -35,6 +37,20 @@ bool HasEdge(const Graph& graph, int32_t from, int32_t to, EdgeKind kind);
 
 // Writes `data` to `path` (plain) or gzip-compressed when `gzip` is true.
 void WriteFile(const std::string& path, const std::string& data, bool gzip = false);
+
+// Replays `graph`; REQUIREs success.
+Schedule Sim(const Graph& graph);
+
+// The median steady-state step (IterationReplay::step_replayed_ns) of a
+// replay of `graph`; REQUIREs success and at least one iteration.
+TimeNs MedianStep(const Graph& graph);
+
+// The pass notes of `context`, one per line.
+std::string AllNotes(const PassContext& context);
+
+// The graph of the bundled V100 trace (examples/traces, the same file as
+// ../shared/traces/hta-v100-1rank), built once.
+const Graph& BundledV100();
 
 }  // namespace daydream::testing
 

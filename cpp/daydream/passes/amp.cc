@@ -13,23 +13,6 @@
 namespace daydream {
 namespace {
 
-// The kernel's function name, lowercase: without a leading "void ", template
-// arguments, parameters and "(anonymous namespace)" qualifiers, so that the
-// types a kernel is instantiated with do not decide what it does.
-std::string KernelFunctionName(std::string_view name) {
-  constexpr std::string_view kAnonymous = "(anonymous namespace)";
-  if (StartsWith(name, "void ")) name.remove_prefix(5);
-  std::string out;
-  for (size_t i = 0; i < name.size(); ++i) {
-    if (name.compare(i, kAnonymous.size(), kAnonymous) == 0) {
-      i += kAnonymous.size() - 1;
-      continue;
-    }
-    if (name[i] == '<' || name[i] == '(') break;
-    out.push_back(name[i]);
-  }
-  return AsciiLower(out);
-}
 
 bool ContainsAny(std::string_view s, std::initializer_list<std::string_view> parts) {
   for (std::string_view p : parts) {

@@ -27,6 +27,21 @@ EdgeKind BypassKind(EdgeKind into, EdgeKind out) {
 
 }  // namespace
 
+std::string KernelFunctionName(std::string_view name) {
+  constexpr std::string_view kAnonymous = "(anonymous namespace)";
+  if (StartsWith(name, "void ")) name.remove_prefix(5);
+  std::string out;
+  for (size_t i = 0; i < name.size(); ++i) {
+    if (name.compare(i, kAnonymous.size(), kAnonymous) == 0) {
+      i += kAnonymous.size() - 1;
+      continue;
+    }
+    if (name[i] == '<' || name[i] == '(') break;
+    out.push_back(name[i]);
+  }
+  return AsciiLower(out);
+}
+
 absl::StatusOr<std::vector<int32_t>> SelectTasks(const Graph& graph, const TaskSelector& s) {
   std::regex pattern;
   if (!s.name_regex.empty()) {

@@ -36,6 +36,13 @@ struct TaskSelector {
 // Task ids matching `selector`, in id order. Errors: a malformed regex.
 absl::StatusOr<std::vector<int32_t>> SelectTasks(const Graph& graph, const TaskSelector& selector);
 
+// A kernel's function name, lowercase: without a leading "void ", template
+// arguments, parameters and "(anonymous namespace)" qualifiers, so that the
+// types a kernel is instantiated with do not decide what passes think it does
+// ("void at::native::vectorized_elementwise_kernel<4, ...>(...)" ->
+// "at::native::vectorized_elementwise_kernel").
+std::string KernelFunctionName(std::string_view name);
+
 // Checks what passes must keep: on every resource the sequential edges form
 // one chain (at most one sequential predecessor and successor per task, both
 // on the task's resource).

@@ -20,22 +20,6 @@ namespace {
 constexpr std::string_view kFusedKernelName = "fused pointwise kernel";
 constexpr std::string_view kFusedCpuOpName = "fused pointwise op";
 
-// The kernel's function name, lowercase: without a leading "void ", template
-// arguments, parameters and "(anonymous namespace)" qualifiers.
-std::string KernelFunctionName(std::string_view name) {
-  constexpr std::string_view kAnonymous = "(anonymous namespace)";
-  if (StartsWith(name, "void ")) name.remove_prefix(5);
-  std::string out;
-  for (size_t i = 0; i < name.size(); ++i) {
-    if (name.compare(i, kAnonymous.size(), kAnonymous) == 0) {
-      i += kAnonymous.size() - 1;
-      continue;
-    }
-    if (name[i] == '<' || name[i] == '(') break;
-    out.push_back(name[i]);
-  }
-  return AsciiLower(out);
-}
 
 std::string Fixed(double v, int digits) {
   char buf[48];

@@ -17,6 +17,10 @@
 #include "test_support.h"
 
 using namespace daydream;
+using daydream::testing::MedianStep;
+using daydream::testing::Sim;
+using daydream::testing::AllNotes;
+using daydream::testing::BundledV100;
 using daydream::testing::TaskNamed;
 
 namespace {
@@ -91,19 +95,6 @@ struct Fixture {
   TimeNs Duration(int32_t task) const { return g.tasks[static_cast<size_t>(task)].duration_ns; }
 };
 
-Schedule Sim(const Graph& g) {
-  absl::StatusOr<Schedule> s = Simulate(g);
-  INFO((s.ok() ? std::string() : std::string(s.status().message())));
-  REQUIRE(s.ok());
-  return std::move(s).value();
-}
-
-std::string AllNotes(const PassContext& c) {
-  std::string out;
-  for (const std::string& n : c.notes) out += n + "\n";
-  return out;
-}
-
 const std::string kSgemm = "volta_sgemm_128x64_nn";
 const std::string kConv = "cudnn_infer_volta_scudnn_128x64_relu_medium_nn_v1";
 const std::string kAdd =
@@ -113,33 +104,6 @@ const std::string kBatchNorm =
     "void cudnn::bn_fw_tr_1C11_kernel_NCHW<float, float, int, 32, true, 1, true>(cudnnTensorStruct, float const*)";
 const std::string kOffsets = "void cask_cudnn_infer::computeOffsetsKernel<false, false>(cask_cudnn_infer::ComputeOffsetsParams)";
 const std::string kHalfGemm = "volta_h884gemm_64x64_ldg8_nn";
-
-// The bundled V100 trace (same file as ../shared/traces/hta-v100-1rank),
-// read once.
-const Graph& V100() {
-  static const Graph* graph = [] {
-    absl::StatusOr<Trace> trace = ReadTraceFile(daydream::testing::TestDataPath(
-        "../../examples/traces/resnet-v100-ddp1-rank0.pt.trace.json.gz"));
-    REQUIRE(trace.ok());
-    absl::StatusOr<Graph> g = BuildGraph(*trace);
-    REQUIRE(g.ok());
-    return new Graph(std::move(g).value());
-  }();
-  return *graph;
-}
-
-// The median steady-state step of a replay, as analysis::Predict compares.
-TimeNs MedianStep(const Graph& g) {
-  absl::StatusOr<ReplayReport> r = Replay(g);
-  INFO((r.ok() ? std::string() : std::string(r.status().message())));
-  REQUIRE(r.ok());
-  std::vector<TimeNs> steps;
-  for (const IterationReplay& it : r->iterations) steps.push_back(it.step_replayed_ns);
-  REQUIRE(!steps.empty());
-  std::sort(steps.begin(), steps.end());
-  const size_t m = steps.size() / 2;
-  return steps.size() % 2 == 1 ? steps[m] : (steps[m - 1] + steps[m]) / 2;
-}
 
 }  // namespace
 
@@ -372,7 +336,7 @@ TEST_CASE("amp on a CPU-only graph without matmul or convolution ops is an error
 }
 
 TEST_CASE("amp on the V100 ResNet trace shortens GEMM/convolution time by 3x and never slows the step", "[amp]") {
-  const Graph& baseline = V100();
+  const Graph& baseline = BundledV100();
   REQUIRE(baseline.device.compute_major == 7);
   Graph g = baseline;
   g.BuildAdjacency();

@@ -16,6 +16,10 @@
 #include "test_support.h"
 
 using namespace daydream;
+using daydream::testing::MedianStep;
+using daydream::testing::Sim;
+using daydream::testing::AllNotes;
+using daydream::testing::BundledV100;
 
 namespace {
 
@@ -84,43 +88,6 @@ struct Fixture {
   TimeNs Duration(int32_t t) const { return g.tasks[static_cast<size_t>(t)].duration_ns; }
   TimeNs Gap(int32_t t) const { return g.tasks[static_cast<size_t>(t)].gap_ns; }
 };
-
-Schedule Sim(const Graph& g) {
-  absl::StatusOr<Schedule> s = Simulate(g);
-  INFO((s.ok() ? std::string() : std::string(s.status().message())));
-  REQUIRE(s.ok());
-  return std::move(s).value();
-}
-
-std::string AllNotes(const PassContext& c) {
-  std::string out;
-  for (const std::string& n : c.notes) out += n + "\n";
-  return out;
-}
-
-const Graph& V100() {
-  static const Graph* graph = [] {
-    absl::StatusOr<Trace> trace = ReadTraceFile(daydream::testing::TestDataPath(
-        "../../examples/traces/resnet-v100-ddp1-rank0.pt.trace.json.gz"));
-    REQUIRE(trace.ok());
-    absl::StatusOr<Graph> g = BuildGraph(*trace);
-    REQUIRE(g.ok());
-    return new Graph(std::move(g).value());
-  }();
-  return *graph;
-}
-
-TimeNs MedianStep(const Graph& g) {
-  absl::StatusOr<ReplayReport> r = Replay(g);
-  INFO((r.ok() ? std::string() : std::string(r.status().message())));
-  REQUIRE(r.ok());
-  std::vector<TimeNs> steps;
-  for (const IterationReplay& it : r->iterations) steps.push_back(it.step_replayed_ns);
-  REQUIRE(!steps.empty());
-  std::sort(steps.begin(), steps.end());
-  const size_t m = steps.size() / 2;
-  return steps.size() % 2 == 1 ? steps[m] : (steps[m - 1] + steps[m]) / 2;
-}
 
 }  // namespace
 
@@ -247,7 +214,7 @@ TEST_CASE("batch_size says why it cannot apply", "[batch_size]") {
 
 TEST_CASE("batch_size on the V100 ResNet trace nearly doubles the GPU-bound step at twice the batch",
           "[batch_size]") {
-  const Graph& baseline = V100();
+  const Graph& baseline = BundledV100();
   Graph g = baseline;
   g.BuildAdjacency();
   PassContext context;

@@ -17,6 +17,10 @@
 #include "test_support.h"
 
 using namespace daydream;
+using daydream::testing::MedianStep;
+using daydream::testing::Sim;
+using daydream::testing::AllNotes;
+using daydream::testing::BundledV100;
 using daydream::testing::HasEdge;
 
 namespace {
@@ -121,19 +125,6 @@ struct Fixture {
   }
 };
 
-Schedule Sim(const Graph& g) {
-  absl::StatusOr<Schedule> s = Simulate(g);
-  INFO((s.ok() ? std::string() : std::string(s.status().message())));
-  REQUIRE(s.ok());
-  return std::move(s).value();
-}
-
-std::string AllNotes(const PassContext& c) {
-  std::string out;
-  for (const std::string& n : c.notes) out += n + "\n";
-  return out;
-}
-
 // Runs the pass expecting an error containing `message`, and checks the
 // graph was left as it was.
 void CheckErrorLeavesGraph(Fixture& f, const OptionMap& options, const std::string& message) {
@@ -146,30 +137,6 @@ void CheckErrorLeavesGraph(Fixture& f, const OptionMap& options, const std::stri
   CHECK(f.g.tasks.size() == tasks);
   CHECK(f.g.edges.size() == edges);
   CHECK(Sim(f.g).end_ns == s0.end_ns);
-}
-
-const Graph& V100() {
-  static const Graph* graph = [] {
-    absl::StatusOr<Trace> trace = ReadTraceFile(daydream::testing::TestDataPath(
-        "../../examples/traces/resnet-v100-ddp1-rank0.pt.trace.json.gz"));
-    REQUIRE(trace.ok());
-    absl::StatusOr<Graph> g = BuildGraph(*trace);
-    REQUIRE(g.ok());
-    return new Graph(std::move(g).value());
-  }();
-  return *graph;
-}
-
-TimeNs MedianStep(const Graph& g) {
-  absl::StatusOr<ReplayReport> r = Replay(g);
-  INFO((r.ok() ? std::string() : std::string(r.status().message())));
-  REQUIRE(r.ok());
-  std::vector<TimeNs> steps;
-  for (const IterationReplay& it : r->iterations) steps.push_back(it.step_replayed_ns);
-  REQUIRE(!steps.empty());
-  std::sort(steps.begin(), steps.end());
-  const size_t m = steps.size() / 2;
-  return steps.size() % 2 == 1 ? steps[m] : (steps[m - 1] + steps[m]) / 2;
 }
 
 }  // namespace
@@ -357,7 +324,7 @@ TEST_CASE("cuda_graphs with a free graph launch leaves the CPU only the ops that
 
 TEST_CASE("cuda_graphs on the V100 ResNet trace removes thousands of launches per step without touching the GPU",
           "[cuda_graphs]") {
-  const Graph& baseline = V100();
+  const Graph& baseline = BundledV100();
   Graph g = baseline;
   g.BuildAdjacency();
   PassContext context;

@@ -848,3 +848,13 @@ TEST_CASE("Commit rejects an edit that leaves the graph invalid", "[editor]") {
     CHECK_THAT(std::string(s.message()), Catch::Contains("resource order broken"));
   }
 }
+
+TEST_CASE("KernelFunctionName keeps the function, not its types, parameters or anonymous namespaces", "[editor]") {
+  CHECK(KernelFunctionName("void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>, "
+                           "at::detail::Array<char*, 3> >(int, at::native::CUDAFunctor_add<float>, "
+                           "at::detail::Array<char*, 3>)") == "at::native::vectorized_elementwise_kernel");
+  CHECK(KernelFunctionName("void at::native::(anonymous namespace)::CatArrayBatchedCopy<float, unsigned int, 4>(x)") ==
+        "at::native::::catarraybatchedcopy");
+  CHECK(KernelFunctionName("volta_sgemm_128x64_nn") == "volta_sgemm_128x64_nn");
+  CHECK(KernelFunctionName("") == "");
+}

@@ -18,6 +18,7 @@
 #include "test_support.h"
 
 using namespace daydream;
+using daydream::testing::MedianStep;
 using daydream::testing::SharedTracePath;
 using daydream::testing::TestDataPath;
 
@@ -133,19 +134,6 @@ TimeNs Makespan(const Graph& g) {
   absl::StatusOr<Schedule> s = Simulate(g);
   REQUIRE(s.ok());
   return s->makespan_ns;
-}
-
-// Median steady-state step time over iterations, as analysis::Predict reports it.
-TimeNs MedianStep(const Graph& g) {
-  absl::StatusOr<ReplayReport> r = Replay(g);
-  INFO((r.ok() ? std::string("ok") : std::string(r.status().message())));
-  REQUIRE(r.ok());
-  std::vector<TimeNs> steps;
-  for (const IterationReplay& it : r->iterations) steps.push_back(it.step_replayed_ns);
-  REQUIRE(!steps.empty());
-  std::sort(steps.begin(), steps.end());
-  const size_t m = steps.size() / 2;
-  return steps.size() % 2 == 1 ? steps[m] : (steps[m - 1] + steps[m]) / 2;
 }
 
 bool AnyNoteContains(const PassContext& context, const std::string& part) {

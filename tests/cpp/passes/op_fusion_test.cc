@@ -18,6 +18,10 @@
 #include "test_support.h"
 
 using namespace daydream;
+using daydream::testing::MedianStep;
+using daydream::testing::Sim;
+using daydream::testing::AllNotes;
+using daydream::testing::BundledV100;
 using daydream::testing::HasEdge;
 
 namespace {
@@ -117,19 +121,6 @@ struct Fixture {
   std::string Name(int32_t t) const { return std::string(g.TaskName(t)); }
 };
 
-Schedule Sim(const Graph& g) {
-  absl::StatusOr<Schedule> s = Simulate(g);
-  INFO((s.ok() ? std::string() : std::string(s.status().message())));
-  REQUIRE(s.ok());
-  return std::move(s).value();
-}
-
-std::string AllNotes(const PassContext& c) {
-  std::string out;
-  for (const std::string& n : c.notes) out += n + "\n";
-  return out;
-}
-
 // Checks that `f` is unchanged by the pass: returns false, same tasks, same
 // schedule.
 void CheckUnchanged(Fixture& f, const OptionMap& options = {}) {
@@ -143,30 +134,6 @@ void CheckUnchanged(Fixture& f, const OptionMap& options = {}) {
   CHECK(s1.start_ns == s0.start_ns);
   CHECK(s1.end_ns == s0.end_ns);
   CHECK_THAT(AllNotes(f.context), Catch::Contains("no chain of two or more"));
-}
-
-const Graph& V100() {
-  static const Graph* graph = [] {
-    absl::StatusOr<Trace> trace = ReadTraceFile(daydream::testing::TestDataPath(
-        "../../examples/traces/resnet-v100-ddp1-rank0.pt.trace.json.gz"));
-    REQUIRE(trace.ok());
-    absl::StatusOr<Graph> g = BuildGraph(*trace);
-    REQUIRE(g.ok());
-    return new Graph(std::move(g).value());
-  }();
-  return *graph;
-}
-
-TimeNs MedianStep(const Graph& g) {
-  absl::StatusOr<ReplayReport> r = Replay(g);
-  INFO((r.ok() ? std::string() : std::string(r.status().message())));
-  REQUIRE(r.ok());
-  std::vector<TimeNs> steps;
-  for (const IterationReplay& it : r->iterations) steps.push_back(it.step_replayed_ns);
-  REQUIRE(!steps.empty());
-  std::sort(steps.begin(), steps.end());
-  const size_t m = steps.size() / 2;
-  return steps.size() % 2 == 1 ? steps[m] : (steps[m - 1] + steps[m]) / 2;
 }
 
 }  // namespace
@@ -351,7 +318,7 @@ TEST_CASE("op_fusion knows elementwise kernels by function name", "[op_fusion]")
 
 TEST_CASE("op_fusion on the V100 ResNet trace removes launches and shortens GPU time, and a second run finds nothing",
           "[op_fusion]") {
-  const Graph& baseline = V100();
+  const Graph& baseline = BundledV100();
   Graph g = baseline;
   g.BuildAdjacency();
   PassContext context;

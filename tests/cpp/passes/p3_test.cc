@@ -22,6 +22,7 @@
 #include "test_support.h"
 
 using namespace daydream;
+using daydream::testing::MedianStep;
 using daydream::testing::HasEdge;
 using daydream::testing::SharedTracePath;
 
@@ -186,18 +187,6 @@ Schedule Run(const Graph& g) {
   INFO((s.ok() ? std::string("ok") : std::string(s.status().message())));
   REQUIRE(s.ok());
   return std::move(s).value();
-}
-
-TimeNs MedianStep(const Graph& g) {
-  absl::StatusOr<ReplayReport> r = Replay(g);
-  INFO((r.ok() ? std::string("ok") : std::string(r.status().message())));
-  REQUIRE(r.ok());
-  std::vector<TimeNs> steps;
-  for (const IterationReplay& it : r->iterations) steps.push_back(it.step_replayed_ns);
-  REQUIRE(!steps.empty());
-  std::sort(steps.begin(), steps.end());
-  const size_t m = steps.size() / 2;
-  return steps.size() % 2 == 1 ? steps[m] : (steps[m - 1] + steps[m]) / 2;
 }
 
 // The task named `name` of `iteration` (ids change when a pass commits).
