@@ -26,13 +26,46 @@ def graph(example_trace: Path) -> daydream.Graph:
     return daydream.build_graph(example_trace)
 
 
+ALL_PASSES = ("amp", "fused_optimizer", "tensor_fusion", "data_parallel", "p3", "op_fusion", "cuda_graphs",
+              "scale", "batch_size")
+
+
 def test_passes_lists_each_pass_with_options_and_model() -> None:
     items = {p["name"]: p for p in daydream.passes()}
-    for name in ("data_parallel", "tensor_fusion", "scale"):
+    assert tuple(items) == ALL_PASSES
+    for name in ALL_PASSES:
         assert name in items
         assert items[name]["model"] and items[name]["summary"]
         for o in items[name]["options"]:
             assert set(o) == {"name", "type", "default", "help"} and o["help"]
+
+
+# How each pass is asked about the bundled GPU-bound ResNet-50 trace, and
+# whether it must make the step faster (True), slower (False) or may leave it.
+GPU_WHAT_IFS = {
+    "amp": ("amp", True),
+    "fused_optimizer": ("fused_optimizer", None),
+    "tensor_fusion": ("tensor_fusion:world_size=8,network=ethernet10", False),
+    "data_parallel": ("data_parallel:world_size=8,network=ethernet10", False),
+    "p3": (["data_parallel:world_size=8,network=ethernet10,bucket_mb=0", "p3"], False),
+    "op_fusion": ("op_fusion", True),
+    "cuda_graphs": ("cuda_graphs", None),
+    "scale": ("scale:gpu=0.5", True),
+    "batch_size": ("batch_size:factor=2", False),
+}
+
+
+@pytest.mark.parametrize("name", ALL_PASSES)
+def test_every_pass_predicts_on_the_bundled_gpu_trace(graph: daydream.Graph, name: str) -> None:
+    spec, faster = GPU_WHAT_IFS[name]
+    pred = daydream.predict(graph, opt=spec)
+    assert pred.notes and any(n.startswith(name + ":") for n in pred.notes)
+    if faster is True:
+        assert pred.speedup > 1.01
+    elif faster is False:
+        assert pred.speedup < 0.99
+    else:
+        assert pred.speedup >= 0.999  # removes CPU work from a GPU-bound step: no slower
 
 
 def test_predict_returns_measured_replayed_predicted_and_speedup(graph: daydream.Graph) -> None:
