@@ -11,6 +11,7 @@
 #include <catch2/catch.hpp>
 
 #include "daydream/graph/builder.h"
+#include "daydream/passes/editor.h"
 #include "daydream/sim/replay.h"
 #include "daydream/trace/kineto_reader.h"
 
@@ -115,6 +116,85 @@ std::string AllNotes(const PassContext& context) {
   std::string out;
   for (const std::string& n : context.notes) out += n + "\n";
   return out;
+}
+
+absl::StatusOr<bool> RunPass(const PassInfo& info, Graph& g, PassContext& context, const OptionMap& options) {
+  absl::StatusOr<PassOptions> parsed = PassOptions::Parse(info.name, info.options, options);
+  REQUIRE(parsed.ok());
+  absl::StatusOr<std::unique_ptr<Pass>> pass = info.create(*parsed);
+  REQUIRE(pass.ok());
+  return (*pass)->Run(g, context);
+}
+
+void RequireResourceChains(const Graph& g) {
+  const absl::Status chains = ValidateResourceChains(g);
+  INFO(chains.message());
+  REQUIRE(chains.ok());
+}
+
+PassTestGraph::PassTestGraph(int num_streams) : PassTestGraph(1, 1, num_streams) { BeginIteration("ProfilerStep#1"); }
+
+PassTestGraph::PassTestGraph(int num_threads, int64_t first_tid, int num_streams) {
+  for (int t = 0; t < num_threads; ++t) {
+    const int64_t tid = first_tid + t;
+    threads.push_back(
+        g.AddResource(Resource{ResourceKind::kCpuThread, 1, tid, g.strings.Intern("thread " + std::to_string(tid))}));
+  }
+  for (int s = 0; s < num_streams; ++s) {
+    streams.push_back(g.AddResource(
+        Resource{ResourceKind::kGpuStream, 0, 7 + s, g.strings.Intern("stream " + std::to_string(7 + s))}));
+  }
+  if (!threads.empty()) thread = threads[0];
+}
+
+void PassTestGraph::BeginIteration(std::string name) {
+  iteration = static_cast<int32_t>(g.iterations.size());
+  if (name.empty()) name = "ProfilerStep#" + std::to_string(iteration);
+  g.iterations.push_back(Iteration{g.strings.Intern(name)});
+}
+
+int32_t PassTestGraph::Add(int32_t resource, TaskKind kind, const std::string& name, TimeNs duration, Phase phase,
+                           TimeNs gap) {
+  Task t;
+  t.kind = kind;
+  t.name = g.strings.Intern(name);
+  t.resource = resource;
+  t.duration_ns = duration;
+  t.gap_ns = gap;
+  t.phase = phase;
+  t.iteration = iteration;
+  if (record_trace_order) t.recorded_start_ns = static_cast<TimeNs>(g.tasks.size()) * 1000;
+  const int32_t id = g.AddTask(t);
+  last.resize(g.resources.size(), -1);
+  int32_t& previous = last[static_cast<size_t>(resource)];
+  if (previous >= 0) g.AddEdge(previous, id, EdgeKind::kSequential);
+  previous = id;
+  if (iteration >= 0) {
+    Iteration& it = g.iterations[static_cast<size_t>(iteration)];
+    if (it.begin_task < 0) it.begin_task = id;
+    if (resource == thread) it.end_task = id;
+  }
+  return id;
+}
+
+int32_t PassTestGraph::CpuOp(const std::string& name, TimeNs duration, Phase phase, TimeNs gap) {
+  return Add(thread, TaskKind::kCpuOp, name, duration, phase, gap);
+}
+
+int32_t PassTestGraph::Launch(TaskKind kind, const std::string& name, TimeNs duration, Phase phase, int stream,
+                              int thread_index) {
+  const int32_t call = Add(threads.at(static_cast<size_t>(thread_index)), TaskKind::kRuntime, "cudaLaunchKernel",
+                           launch_timing.call_ns, phase, launch_timing.gap_ns);
+  const int32_t gpu = Add(streams.at(static_cast<size_t>(stream)), kind, name, duration, phase, 0);
+  g.AddEdge(call, gpu, EdgeKind::kLaunch, launch_timing.lag_ns);
+  return gpu;
+}
+
+void PassTestGraph::Finish() {
+  const absl::Status valid = g.Validate();
+  INFO(valid.message());
+  REQUIRE(valid.ok());
+  g.BuildAdjacency();
 }
 
 const Graph& BundledV100() {

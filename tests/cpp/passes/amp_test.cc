@@ -17,82 +17,30 @@
 #include "test_support.h"
 
 using namespace daydream;
-using daydream::testing::MedianStep;
-using daydream::testing::Sim;
-using daydream::testing::AllNotes;
-using daydream::testing::BundledV100;
-using daydream::testing::TaskNamed;
+using namespace daydream::testing;
 
 namespace {
 
 constexpr TimeNs kUs = 1000;
 
 // One iteration on one CPU thread that launches kernels onto one stream, or
-// (gpu = false) a CPU thread alone.
-struct Fixture {
-  Graph g;
-  int32_t thread = -1;
-  int32_t stream = -1;
-  int32_t last_cpu = -1;
-  int32_t last_gpu = -1;
-  PassContext context;
-
-  explicit Fixture(bool gpu = true, int32_t major = 7, int32_t minor = 0) {
-    thread = g.AddResource(Resource{ResourceKind::kCpuThread, 1, 1, g.strings.Intern("thread 1")});
-    if (gpu) stream = g.AddResource(Resource{ResourceKind::kGpuStream, 0, 7, g.strings.Intern("stream 7")});
+// (gpu = false) a CPU thread alone, on a device of compute capability
+// major.minor.
+struct Fixture : PassTestGraph {
+  explicit Fixture(bool gpu = true, int32_t major = 7, int32_t minor = 0) : PassTestGraph(gpu ? 1 : 0) {
     g.device.compute_major = major;
     g.device.compute_minor = minor;
-    g.iterations.push_back(Iteration{g.strings.Intern("ProfilerStep#1")});
-  }
-
-  int32_t Add(int32_t resource, TaskKind kind, const std::string& name, TimeNs duration, Phase phase, TimeNs gap) {
-    Task t;
-    t.kind = kind;
-    t.name = g.strings.Intern(name);
-    t.resource = resource;
-    t.duration_ns = duration;
-    t.gap_ns = gap;
-    t.phase = phase;
-    t.iteration = 0;
-    const int32_t id = g.AddTask(t);
-    int32_t& last = resource == thread ? last_cpu : last_gpu;
-    if (last >= 0) g.AddEdge(last, id, EdgeKind::kSequential);
-    last = id;
-    return id;
-  }
-
-  int32_t CpuOp(const std::string& name, TimeNs duration, Phase phase = Phase::kForward) {
-    return Add(thread, TaskKind::kCpuOp, name, duration, phase, 2 * kUs);
   }
 
   // A cudaLaunchKernel call and the GPU task it launches; returns the latter.
   int32_t Gpu(const std::string& name, TimeNs duration, Phase phase = Phase::kForward,
               TaskKind kind = TaskKind::kKernel) {
-    const int32_t call = Add(thread, TaskKind::kRuntime, "cudaLaunchKernel", 5 * kUs, phase, 2 * kUs);
-    const int32_t k = Add(stream, kind, name, duration, phase, 0);
-    g.AddEdge(call, k, EdgeKind::kLaunch, 3 * kUs);
-    return k;
-  }
-
-  void Finish() {
-    g.iterations[0].begin_task = 0;
-    g.iterations[0].end_task = last_cpu;
-    const absl::Status valid = g.Validate();
-    INFO(valid.message());
-    REQUIRE(valid.ok());
-    g.BuildAdjacency();
+    return Launch(kind, name, duration, phase);
   }
 
   absl::StatusOr<bool> Run(const OptionMap& options = {}) {
-    const PassInfo info = AmpPassInfo();
-    absl::StatusOr<PassOptions> parsed = PassOptions::Parse(info.name, info.options, options);
-    REQUIRE(parsed.ok());
-    absl::StatusOr<std::unique_ptr<Pass>> pass = info.create(*parsed);
-    REQUIRE(pass.ok());
-    return (*pass)->Run(g, context);
+    return RunPass(AmpPassInfo(), g, context, options);
   }
-
-  TimeNs Duration(int32_t task) const { return g.tasks[static_cast<size_t>(task)].duration_ns; }
 };
 
 const std::string kSgemm = "volta_sgemm_128x64_nn";

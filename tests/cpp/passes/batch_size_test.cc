@@ -16,76 +16,37 @@
 #include "test_support.h"
 
 using namespace daydream;
-using daydream::testing::MedianStep;
-using daydream::testing::Sim;
-using daydream::testing::AllNotes;
-using daydream::testing::BundledV100;
+using namespace daydream::testing;
 
 namespace {
 
 constexpr TimeNs kUs = 1000;
 
 // One iteration: a CPU thread, one GPU stream (unless gpu = false) and a
-// communication channel.
-struct Fixture {
-  Graph g;
-  int32_t thread = -1;
-  int32_t stream = -1;
+// communication channel. Add's gap defaults to 3 us; launch calls take 5 us
+// and their kLaunch edges lag 2 us.
+struct Fixture : PassTestGraph {
   int32_t channel = -1;
-  std::vector<int32_t> last;
-  PassContext context;
 
-  explicit Fixture(bool gpu = true) {
-    thread = g.AddResource(Resource{ResourceKind::kCpuThread, 1, 1, g.strings.Intern("thread 1")});
-    if (gpu) stream = g.AddResource(Resource{ResourceKind::kGpuStream, 0, 7, g.strings.Intern("stream 7")});
+  explicit Fixture(bool gpu = true) : PassTestGraph(gpu ? 1 : 0) {
     channel = g.AddResource(Resource{ResourceKind::kCommChannel, -1, 9, g.strings.Intern("network")});
-    last.assign(g.resources.size(), -1);
-    g.iterations.push_back(Iteration{g.strings.Intern("ProfilerStep#1")});
+    launch_timing = {5 * kUs, 3 * kUs, 2 * kUs};
   }
 
   int32_t Add(int32_t resource, TaskKind kind, const std::string& name, TimeNs duration, Phase phase,
               TimeNs gap = 3 * kUs) {
-    Task t;
-    t.kind = kind;
-    t.name = g.strings.Intern(name);
-    t.resource = resource;
-    t.duration_ns = duration;
-    t.gap_ns = gap;
-    t.phase = phase;
-    t.iteration = 0;
-    const int32_t id = g.AddTask(t);
-    if (last[static_cast<size_t>(resource)] >= 0) g.AddEdge(last[static_cast<size_t>(resource)], id, EdgeKind::kSequential);
-    last[static_cast<size_t>(resource)] = id;
-    return id;
+    return PassTestGraph::Add(resource, kind, name, duration, phase, gap);
   }
 
   // A launch call and the GPU task it launches; returns the GPU task.
   int32_t Gpu(TaskKind kind, const std::string& name, TimeNs duration, Phase phase) {
-    const int32_t call = Add(thread, TaskKind::kRuntime, "cudaLaunchKernel", 5 * kUs, phase);
-    const int32_t k = Add(stream, kind, name, duration, phase, 0);
-    g.AddEdge(call, k, EdgeKind::kLaunch, 2 * kUs);
-    return k;
-  }
-
-  void Finish() {
-    g.iterations[0].begin_task = 0;
-    g.iterations[0].end_task = last[static_cast<size_t>(thread)];
-    const absl::Status valid = g.Validate();
-    INFO(valid.message());
-    REQUIRE(valid.ok());
-    g.BuildAdjacency();
+    return Launch(kind, name, duration, phase);
   }
 
   absl::StatusOr<bool> Run(const OptionMap& options) {
-    const PassInfo info = BatchSizePassInfo();
-    absl::StatusOr<PassOptions> parsed = PassOptions::Parse(info.name, info.options, options);
-    REQUIRE(parsed.ok());
-    absl::StatusOr<std::unique_ptr<Pass>> pass = info.create(*parsed);
-    REQUIRE(pass.ok());
-    return (*pass)->Run(g, context);
+    return RunPass(BatchSizePassInfo(), g, context, options);
   }
 
-  TimeNs Duration(int32_t t) const { return g.tasks[static_cast<size_t>(t)].duration_ns; }
   TimeNs Gap(int32_t t) const { return g.tasks[static_cast<size_t>(t)].gap_ns; }
 };
 
@@ -218,10 +179,7 @@ TEST_CASE("batch_size on the V100 ResNet trace nearly doubles the GPU-bound step
   Graph g = baseline;
   g.BuildAdjacency();
   PassContext context;
-  const PassInfo info = BatchSizePassInfo();
-  auto pass = info.create(PassOptions::Parse(info.name, info.options, {{"factor", "2"}}).value());
-  REQUIRE(pass.ok());
-  absl::StatusOr<bool> changed = (*pass)->Run(g, context);
+  absl::StatusOr<bool> changed = RunPass(BatchSizePassInfo(), g, context, {{"factor", "2"}});
   REQUIRE(changed.ok());
   CHECK(*changed);
   INFO(AllNotes(context));

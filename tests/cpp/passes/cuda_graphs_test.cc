@@ -17,97 +17,34 @@
 #include "test_support.h"
 
 using namespace daydream;
-using daydream::testing::MedianStep;
-using daydream::testing::Sim;
-using daydream::testing::AllNotes;
-using daydream::testing::BundledV100;
-using daydream::testing::HasEdge;
+using namespace daydream::testing;
 
 namespace {
 
 constexpr TimeNs kUs = 1000;
 
-// Iterations of CPU threads launching onto GPU streams.
-struct Fixture {
-  Graph g;
-  std::vector<int32_t> threads;
-  std::vector<int32_t> streams;
-  std::vector<int32_t> last;  // per resource
-  int32_t iteration = 0;
-  PassContext context;
-
-  explicit Fixture(int num_threads = 1, int num_streams = 1) {
-    for (int t = 0; t < num_threads; ++t) {
-      threads.push_back(g.AddResource(
-          Resource{ResourceKind::kCpuThread, 1, 100 + t, g.strings.Intern("thread " + std::to_string(100 + t))}));
-    }
-    for (int s = 0; s < num_streams; ++s) {
-      streams.push_back(g.AddResource(
-          Resource{ResourceKind::kGpuStream, 0, 7 + s, g.strings.Intern("stream " + std::to_string(7 + s))}));
-    }
-    last.assign(g.resources.size(), -1);
+// Iterations (BeginIteration) of CPU threads ("thread 100", ...) launching
+// onto GPU streams, tasks stamped with their trace order.
+struct Fixture : PassTestGraph {
+  explicit Fixture(int num_threads = 1, int num_streams = 1) : PassTestGraph(num_threads, 100, num_streams) {
+    record_trace_order = true;
+    launch_timing = {10 * kUs, 5 * kUs, 2 * kUs};
   }
 
-  // Starts iteration `iteration`: its tasks follow.
-  void BeginIteration() {
-    iteration = static_cast<int32_t>(g.iterations.size());
-    g.iterations.push_back(Iteration{g.strings.Intern("ProfilerStep#" + std::to_string(iteration))});
-  }
-
-  int32_t Add(int32_t resource, TaskKind kind, const std::string& name, TimeNs duration, Phase phase, TimeNs gap) {
-    Task t;
-    t.kind = kind;
-    t.name = g.strings.Intern(name);
-    t.resource = resource;
-    t.duration_ns = duration;
-    t.gap_ns = gap;
-    t.phase = phase;
-    t.iteration = g.iterations.empty() ? -1 : iteration;
-    t.recorded_start_ns = static_cast<TimeNs>(g.tasks.size()) * kUs;  // trace order
-    const int32_t id = g.AddTask(t);
-    if (last[static_cast<size_t>(resource)] >= 0) g.AddEdge(last[static_cast<size_t>(resource)], id, EdgeKind::kSequential);
-    last[static_cast<size_t>(resource)] = id;
-    if (!g.iterations.empty()) {
-      Iteration& it = g.iterations.back();
-      if (it.begin_task < 0) it.begin_task = id;
-      if (resource == threads[0]) it.end_task = id;
-    }
-    return id;
-  }
-
-  int32_t CpuOp(const std::string& name, TimeNs duration, Phase phase, int thread = 0) {
-    return Add(threads[static_cast<size_t>(thread)], TaskKind::kCpuOp, name, duration, phase, 3 * kUs);
+  int32_t CpuOp(const std::string& name, TimeNs duration, Phase phase, int thread_index = 0) {
+    return Add(threads[static_cast<size_t>(thread_index)], TaskKind::kCpuOp, name, duration, phase, 3 * kUs);
   }
 
   // A 10 us cudaLaunchKernel after 5 us of framework time, and a 20 us kernel.
   // Returns the kernel; the call is kernel's launcher (Call()).
-  int32_t Kernel(Phase phase, int thread = 0, int stream = 0, TimeNs duration = 20 * kUs) {
-    const int32_t call =
-        Add(threads[static_cast<size_t>(thread)], TaskKind::kRuntime, "cudaLaunchKernel", 10 * kUs, phase, 5 * kUs);
-    const int32_t k = Add(streams[static_cast<size_t>(stream)], TaskKind::kKernel, "kernel", duration, phase, 0);
-    g.AddEdge(call, k, EdgeKind::kLaunch, 2 * kUs);
-    return k;
+  int32_t Kernel(Phase phase, int thread_index = 0, int stream = 0, TimeNs duration = 20 * kUs) {
+    return Launch(TaskKind::kKernel, "kernel", duration, phase, stream, thread_index);
   }
 
-  void Finish() {
-    const absl::Status valid = g.Validate();
-    INFO(valid.message());
-    REQUIRE(valid.ok());
-    g.BuildAdjacency();
-  }
-
+  // Runs the pass; a changed graph must keep its resource chains.
   absl::StatusOr<bool> Run(const OptionMap& options = {}) {
-    const PassInfo info = CudaGraphsPassInfo();
-    absl::StatusOr<PassOptions> parsed = PassOptions::Parse(info.name, info.options, options);
-    REQUIRE(parsed.ok());
-    absl::StatusOr<std::unique_ptr<Pass>> pass = info.create(*parsed);
-    REQUIRE(pass.ok());
-    absl::StatusOr<bool> changed = (*pass)->Run(g, context);
-    if (changed.ok() && *changed) {
-      const absl::Status chains = ValidateResourceChains(g);
-      INFO(chains.message());
-      REQUIRE(chains.ok());
-    }
+    absl::StatusOr<bool> changed = RunPass(CudaGraphsPassInfo(), g, context, options);
+    if (changed.ok() && *changed) RequireResourceChains(g);
     return changed;
   }
 
@@ -328,10 +265,7 @@ TEST_CASE("cuda_graphs on the V100 ResNet trace removes thousands of launches pe
   Graph g = baseline;
   g.BuildAdjacency();
   PassContext context;
-  const PassInfo info = CudaGraphsPassInfo();
-  auto pass = info.create(PassOptions::Parse(info.name, info.options, {}).value());
-  REQUIRE(pass.ok());
-  absl::StatusOr<bool> changed = (*pass)->Run(g, context);
+  absl::StatusOr<bool> changed = RunPass(CudaGraphsPassInfo(), g, context);
   INFO((changed.ok() ? AllNotes(context) : std::string(changed.status().message())));
   REQUIRE(changed.ok());
   CHECK(*changed);

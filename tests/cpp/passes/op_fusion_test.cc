@@ -18,11 +18,7 @@
 #include "test_support.h"
 
 using namespace daydream;
-using daydream::testing::MedianStep;
-using daydream::testing::Sim;
-using daydream::testing::AllNotes;
-using daydream::testing::BundledV100;
-using daydream::testing::HasEdge;
+using namespace daydream::testing;
 
 namespace {
 
@@ -37,72 +33,19 @@ const std::string kGemm = "volta_sgemm_128x64_nn";
 
 // One iteration: a CPU thread launching onto one or two streams (or a CPU
 // thread alone).
-struct Fixture {
-  Graph g;
-  int32_t thread = -1;
-  std::vector<int32_t> streams;
-  std::vector<int32_t> last;  // per resource
-  PassContext context;
-
-  explicit Fixture(int num_streams = 1) {
-    thread = g.AddResource(Resource{ResourceKind::kCpuThread, 1, 1, g.strings.Intern("thread 1")});
-    for (int s = 0; s < num_streams; ++s) {
-      streams.push_back(g.AddResource(
-          Resource{ResourceKind::kGpuStream, 0, 7 + s, g.strings.Intern("stream " + std::to_string(7 + s))}));
-    }
-    last.assign(g.resources.size(), -1);
-    g.iterations.push_back(Iteration{g.strings.Intern("ProfilerStep#1")});
-  }
-
-  int32_t Add(int32_t resource, TaskKind kind, const std::string& name, TimeNs duration, Phase phase, TimeNs gap) {
-    Task t;
-    t.kind = kind;
-    t.name = g.strings.Intern(name);
-    t.resource = resource;
-    t.duration_ns = duration;
-    t.gap_ns = gap;
-    t.phase = phase;
-    t.iteration = 0;
-    const int32_t id = g.AddTask(t);
-    if (last[static_cast<size_t>(resource)] >= 0) g.AddEdge(last[static_cast<size_t>(resource)], id, EdgeKind::kSequential);
-    last[static_cast<size_t>(resource)] = id;
-    return id;
-  }
-
-  int32_t CpuOp(const std::string& name, TimeNs duration, Phase phase = Phase::kForward, TimeNs gap = 2 * kUs) {
-    return Add(thread, TaskKind::kCpuOp, name, duration, phase, gap);
-  }
+struct Fixture : PassTestGraph {
+  explicit Fixture(int num_streams = 1) : PassTestGraph(num_streams) {}
 
   // A 5 us cudaLaunchKernel (after 2 us of framework time) and the kernel it
   // launches on `stream`; returns the kernel.
   int32_t Kernel(const std::string& name, TimeNs duration, Phase phase = Phase::kForward, int stream = 0) {
-    const int32_t call = Add(thread, TaskKind::kRuntime, "cudaLaunchKernel", 5 * kUs, phase, 2 * kUs);
-    const int32_t k = Add(streams[static_cast<size_t>(stream)], TaskKind::kKernel, name, duration, phase, 0);
-    g.AddEdge(call, k, EdgeKind::kLaunch, 3 * kUs);
-    return k;
+    return Launch(TaskKind::kKernel, name, duration, phase, stream);
   }
 
-  void Finish() {
-    g.iterations[0].begin_task = 0;
-    g.iterations[0].end_task = last[static_cast<size_t>(thread)];
-    const absl::Status valid = g.Validate();
-    INFO(valid.message());
-    REQUIRE(valid.ok());
-    g.BuildAdjacency();
-  }
-
+  // Runs the pass; a changed graph must keep its resource chains.
   absl::StatusOr<bool> Run(const OptionMap& options = {}) {
-    const PassInfo info = OpFusionPassInfo();
-    absl::StatusOr<PassOptions> parsed = PassOptions::Parse(info.name, info.options, options);
-    REQUIRE(parsed.ok());
-    absl::StatusOr<std::unique_ptr<Pass>> pass = info.create(*parsed);
-    REQUIRE(pass.ok());
-    absl::StatusOr<bool> changed = (*pass)->Run(g, context);
-    if (changed.ok() && *changed) {
-      const absl::Status chains = ValidateResourceChains(g);
-      INFO(chains.message());
-      REQUIRE(chains.ok());
-    }
+    absl::StatusOr<bool> changed = RunPass(OpFusionPassInfo(), g, context, options);
+    if (changed.ok() && *changed) RequireResourceChains(g);
     return changed;
   }
 
@@ -117,7 +60,6 @@ struct Fixture {
     return OnResource(streams[static_cast<size_t>(stream)], TaskKind::kKernel);
   }
   std::vector<int32_t> Launches() const { return OnResource(thread, TaskKind::kRuntime); }
-  TimeNs Duration(int32_t t) const { return g.tasks[static_cast<size_t>(t)].duration_ns; }
   std::string Name(int32_t t) const { return std::string(g.TaskName(t)); }
 };
 
