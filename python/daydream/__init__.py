@@ -15,6 +15,7 @@ Example::
 
 from ._core import DaydreamError, Graph, Schedule, Trace, TimelineWriter, __version__
 from . import cupti
+from .calibrate import NetworkCalibration, calibrate_network
 from .capture import Profiler, profile
 from .prediction import Prediction, passes, predict
 from .api import (
@@ -42,7 +43,9 @@ __all__ = [
     "TimelineWriter",
     "Trace",
     "__version__",
+    "NetworkCalibration",
     "build_graph",
+    "calibrate_network",
     "cupti",
     "load_job",
     "load_trace",
