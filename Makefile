@@ -4,6 +4,7 @@
 #   make test    C++ tests (ctest) + Python tests (pytest)
 #   make bench   benchmarks (docs/performance.md)
 #   make replay-accuracy   replay every trace in ../shared/traces (docs/accuracy.md)
+#   make accuracy   predictions against real CPU training runs (docs/accuracy.md, ~6 min)
 #
 # On a fresh Debian machine these install what is missing: system packages with
 # apt-get (sudo when not root), Python packages into .venv. Stamps in .stamps/
@@ -28,9 +29,9 @@ PY_TEST_DEPS := pytest>=7 torch==2.13.0 numpy
 
 CPP_BUILD := build/cpp
 CMAKE := $(VENV)/bin/cmake
-SOURCES := $(shell find cpp proto python/src python/daydream benchmarks -type f \( -name '*.cc' -o -name '*.h' -o -name '*.proto' -o -name '*.py' -o -name '*.pyi' \) 2>/dev/null) CMakeLists.txt pyproject.toml
+SOURCES := $(shell find cpp proto python/src python/daydream -type f \( -name '*.cc' -o -name '*.h' -o -name '*.proto' -o -name '*.py' -o -name '*.pyi' \) 2>/dev/null) CMakeLists.txt pyproject.toml
 
-.PHONY: demo test cpp-test py-test deps venv install bench replay-accuracy clean
+.PHONY: demo test cpp-test py-test deps venv install bench replay-accuracy accuracy clean
 
 # --- environment -------------------------------------------------------------
 $(STAMPS)/apt: Makefile
@@ -86,6 +87,11 @@ bench: $(STAMPS)/venv
 
 replay-accuracy: $(STAMPS)/install
 	$(VPY) benchmarks/replay_accuracy.py --traces ../shared/traces --doc docs/accuracy.md --json benchmarks/out/replay_accuracy.json
+
+# Ground truth (issue 5): each optimization predicted from a captured baseline,
+# then run for real. Options: ACCURACY_ARGS="--quick" for a smoke run.
+accuracy: $(STAMPS)/install
+	$(VPY) benchmarks/accuracy/run.py --doc docs/accuracy.md --json benchmarks/accuracy/results.json $(ACCURACY_ARGS)
 
 clean:
 	rm -rf build $(STAMPS)
