@@ -23,6 +23,13 @@ std::optional<TimeNs> ParseViaDouble(std::string_view text) {
 
 }  // namespace
 
+TimeNs RoundNs(double ns) {
+  const auto max = static_cast<double>(kMaxTimeNs);
+  if (!(ns < max)) return kMaxTimeNs;  // also NaN
+  if (!(ns > -max)) return -kMaxTimeNs;
+  return static_cast<TimeNs>(std::nearbyint(ns));
+}
+
 std::optional<TimeNs> ParseMicrosToNs(std::string_view text) {
   while (!text.empty() && (text.back() == ' ' || text.back() == '\n' ||
                            text.back() == '\r' || text.back() == '\t')) {

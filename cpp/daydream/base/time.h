@@ -24,6 +24,12 @@ inline constexpr TimeNs kMaxTimeNs = int64_t{1} << 62;
 // least kMaxTimeNs.
 std::optional<TimeNs> ParseMicrosToNs(std::string_view text);
 
+// A model's result (a double number of nanoseconds) as TimeNs, rounded to
+// nearest and saturated at +-kMaxTimeNs (NaN gives kMaxTimeNs): an absurd
+// result then fails Graph::Validate as out of range instead of wrapping
+// around or being undefined behaviour.
+TimeNs RoundNs(double ns);
+
 // Nanoseconds to milliseconds / microseconds, for reports.
 inline double NsToMs(TimeNs ns) { return static_cast<double>(ns) / 1e6; }
 inline double NsToUs(TimeNs ns) { return static_cast<double>(ns) / 1e3; }

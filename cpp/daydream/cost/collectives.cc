@@ -6,6 +6,7 @@
 
 #include "absl/status/status.h"
 #include "daydream/base/strings.h"
+#include "daydream/base/time.h"
 
 namespace daydream {
 namespace {
@@ -105,7 +106,7 @@ TimeNs CollectiveTime(Collective collective, CollectiveAlgorithm algorithm, int6
   double steps = 0, volume = 0;
   Terms(collective, algorithm, world_size, &steps, &volume);
   const double seconds = steps * net.alpha_s + volume * static_cast<double>(bytes) / net.beta_bytes_per_s;
-  return static_cast<TimeNs>(std::llround(seconds * 1e9));
+  return RoundNs(seconds * 1e9);
 }
 
 absl::StatusOr<NetworkModel> FitNetwork(const std::vector<CollectiveSample>& samples) {

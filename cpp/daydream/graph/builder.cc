@@ -167,6 +167,8 @@ class Builder {
     SetDevice();
     graph_.BuildAdjacency();
     if (absl::Status s = graph_.Validate(); !s.ok()) {
+      // Absurd times are the trace's fault; anything else would be ours.
+      if (absl::IsOutOfRange(s)) return absl::InvalidArgumentError(StrCat(trace_.path, ": ", s.message()));
       return absl::InternalError(StrCat(trace_.path, ": built an invalid graph (a daydream bug): ",
                                               s.message()));
     }

@@ -1,9 +1,12 @@
 #include "daydream/graph/graph.h"
 
+#include <algorithm>
 #include <string>
 #include <utility>
 
+#include "daydream/base/status_macros.h"
 #include "daydream/base/strings.h"
+#include "daydream/base/time.h"
 
 namespace daydream {
 
@@ -132,6 +135,53 @@ EdgeRange Graph::in_edges(int32_t task) const {
   return EdgeRange{in_index_.data() + in_offsets_[t], in_index_.data() + in_offsets_[t + 1]};
 }
 
+// Bounds that keep all time arithmetic in int64: every recorded time within
+// +-kMaxTimeNs of 0, the recorded span under kMaxTimeNs, and all durations,
+// gaps, lags and iteration offsets together at most kMaxTimeNs, which bounds
+// any simulated time (a schedule never runs longer than all of them in a row).
+absl::Status Graph::ValidateTimes() const {
+  auto out_of_range = [](std::string what) {
+    return absl::OutOfRangeError(StrCat(what, ": times this large cannot be simulated (the limit is ", kMaxTimeNs,
+                                        " ns, about 146 years)"));
+  };
+  auto within = [](TimeNs v) { return v > -kMaxTimeNs && v < kMaxTimeNs; };
+  TimeNs lo = origin_ns, hi = recorded_end_ns;
+  if (!within(lo) || !within(hi)) return out_of_range("the graph's recorded origin or end");
+  TimeNs total = 0;  // stays below 2 * kMaxTimeNs: each term is below kMaxTimeNs
+  auto add = [&](TimeNs v) {
+    total += v < 0 ? -v : v;
+    return total <= kMaxTimeNs;
+  };
+  for (size_t i = 0; i < tasks.size(); ++i) {
+    const Task& t = tasks[i];
+    if (!within(t.recorded_start_ns) || !within(t.duration_ns) || !within(t.gap_ns) ||
+        !within(t.recorded_start_ns + t.duration_ns)) {
+      return out_of_range(StrCat("task ", i, " (", Str(t.name), ")"));
+    }
+    lo = std::min(lo, t.recorded_start_ns);
+    hi = std::max(hi, t.recorded_start_ns + t.duration_ns);
+    if (!add(t.duration_ns) || !add(t.gap_ns)) return out_of_range("the tasks' durations and gaps together");
+  }
+  for (size_t i = 0; i < edges.size(); ++i) {
+    if (!within(edges[i].lag_ns)) return out_of_range(StrCat("edge ", i, "'s lag"));
+    if (!add(edges[i].lag_ns)) return out_of_range("the tasks' durations, gaps and edge lags together");
+  }
+  for (size_t i = 0; i < iterations.size(); ++i) {
+    const Iteration& it = iterations[i];
+    if (!within(it.recorded_begin_ns) || !within(it.measured_ns) || !within(it.begin_offset_ns) ||
+        !within(it.end_offset_ns) || !within(it.recorded_begin_ns + it.measured_ns)) {
+      return out_of_range(StrCat("iteration ", i, " (", Str(it.name), ")"));
+    }
+    lo = std::min(lo, it.recorded_begin_ns);
+    hi = std::max(hi, it.recorded_begin_ns + it.measured_ns);
+    if (!add(it.begin_offset_ns) || !add(it.end_offset_ns)) {
+      return out_of_range("the durations, gaps, lags and iteration offsets together");
+    }
+  }
+  if (hi - lo >= kMaxTimeNs) return out_of_range("the recorded span");
+  return absl::OkStatus();
+}
+
 absl::Status Graph::Validate() const {
   const auto n = static_cast<int64_t>(tasks.size());
   const auto num_resources = static_cast<int64_t>(resources.size());
@@ -167,6 +217,7 @@ absl::Status Graph::Validate() const {
       return bad(StrCat("task ", i, ": unknown kind or phase"));
     }
   }
+  DD_RETURN_IF_ERROR(ValidateTimes());
   for (size_t i = 0; i < edges.size(); ++i) {
     const Edge& e = edges[i];
     if (e.from < 0 || e.from >= n || e.to < 0 || e.to >= n) {

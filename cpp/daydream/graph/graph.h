@@ -213,6 +213,8 @@ class Graph {
   // edges between distinct existing tasks, no cycle, non-negative durations,
   // gaps and lags, iteration anchors valid. The error names the first
   // offending task or edge.
+  // Times out of range (see ValidateTimes in graph.cc) are OutOfRange errors,
+  // every other broken invariant FailedPrecondition.
   absl::Status Validate() const;
 
   std::string_view Str(StringId id) const { return strings.Get(id); }
@@ -237,6 +239,8 @@ class Graph {
   Warnings warnings;  // from building; not serialized
 
  private:
+  absl::Status ValidateTimes() const;
+
   std::vector<int32_t> out_offsets_;
   std::vector<int32_t> out_index_;
   std::vector<int32_t> in_offsets_;

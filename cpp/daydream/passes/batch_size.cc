@@ -9,6 +9,7 @@
 #include "absl/status/status.h"
 #include "daydream/base/status_macros.h"
 #include "daydream/base/strings.h"
+#include "daydream/base/time.h"
 #include "daydream/passes/editor.h"
 
 namespace daydream {
@@ -48,8 +49,8 @@ class BatchSizePass : public Pass {
     for (const char* k : {"saturation_us", "cpu_saturation_us"}) {
       if (o_.Double(k) < 0) return absl::InvalidArgumentError(StrCat("batch_size: ", k, " must be >= 0"));
     }
-    const auto gpu_saturation = static_cast<TimeNs>(std::llround(o_.Double("saturation_us") * 1000.0));
-    const auto cpu_saturation = static_cast<TimeNs>(std::llround(o_.Double("cpu_saturation_us") * 1000.0));
+    const auto gpu_saturation = RoundNs(o_.Double("saturation_us") * 1000.0);
+    const auto cpu_saturation = RoundNs(o_.Double("cpu_saturation_us") * 1000.0);
     if (factor == 1.0) {
       context.Note("batch_size: factor 1 keeps the batch; the graph is unchanged");
       return false;

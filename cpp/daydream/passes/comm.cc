@@ -91,11 +91,12 @@ absl::StatusOr<std::vector<int32_t>> Gradients(Graph& graph, double gradient_mb)
     double known = 0;
     for (int32_t t : out) known += static_cast<double>(std::max<int64_t>(0, graph.tensors[static_cast<size_t>(t)].bytes));
     const double total = gradient_mb * kMiB;
+    // Saturated: a huge gradient_mb must not overflow (the cast is UB there).
+    auto bytes = [](double b) { return static_cast<int64_t>(std::min(b, 0x1p62)); };
     for (int32_t t : out) {
       Tensor& tensor = graph.tensors[static_cast<size_t>(t)];
-      tensor.bytes = unknown > 0 || known <= 0
-                         ? static_cast<int64_t>(total / static_cast<double>(out.size()))
-                         : static_cast<int64_t>(static_cast<double>(tensor.bytes) * total / known);
+      tensor.bytes = unknown > 0 || known <= 0 ? bytes(total / static_cast<double>(out.size()))
+                                               : bytes(static_cast<double>(tensor.bytes) * total / known);
     }
   } else if (unknown > 0) {
     return absl::FailedPreconditionError(StrCat(

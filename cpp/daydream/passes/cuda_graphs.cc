@@ -12,6 +12,7 @@
 #include "absl/status/status.h"
 #include "daydream/base/status_macros.h"
 #include "daydream/base/strings.h"
+#include "daydream/base/time.h"
 #include "daydream/passes/editor.h"
 
 namespace daydream {
@@ -106,7 +107,7 @@ class CudaGraphsPass : public Pass {
                                         "backward phases? they come from autograd and module ranges)"));
     }
     GraphEditor editor(graph);
-    const auto launch_ns = static_cast<TimeNs>(std::llround(launch_us * 1000.0));
+    const auto launch_ns = RoundNs(launch_us * 1000.0);
     int64_t removed = 0;
     TimeNs removed_calls_ns = 0, removed_gaps_ns = 0;
     size_t streams_launched = 0;

@@ -8,6 +8,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "daydream/base/status_macros.h"
 #include "daydream/base/strings.h"
+#include "daydream/base/time.h"
 
 namespace daydream {
 namespace {
@@ -295,7 +296,7 @@ int32_t GraphEditor::OtherTaskOfIteration(int32_t task, int32_t iteration, bool 
 
 void GraphEditor::ScaleDuration(int32_t task, double factor) {
   Task& t = graph_.tasks[static_cast<size_t>(task)];
-  const TimeNs scaled = static_cast<TimeNs>(std::llround(static_cast<double>(t.duration_ns) * std::max(0.0, factor)));
+  const TimeNs scaled = RoundNs(static_cast<double>(t.duration_ns) * std::max(0.0, factor));
   if (scaled != t.duration_ns) {
     t.duration_ns = scaled;
     ++edits_;

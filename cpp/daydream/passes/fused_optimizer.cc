@@ -13,6 +13,7 @@
 #include "absl/status/status.h"
 #include "daydream/base/status_macros.h"
 #include "daydream/base/strings.h"
+#include "daydream/base/time.h"
 #include "daydream/passes/editor.h"
 
 namespace daydream {
@@ -332,7 +333,7 @@ CpuEstimate EstimateCpuStep(const Graph& g, const std::vector<Step>& steps, cons
     e.how = StrCat(opt.fused_touches, "/", opt.unfused_touches, " of the unfused step's size-dependent ", Us(size_ns),
                    " (parameter sizes unknown)");
   }
-  e.fused_ns = std::min(e.unfused_ns, static_cast<TimeNs>(std::llround(fixed + moving)));
+  e.fused_ns = std::min(e.unfused_ns, RoundNs(fixed + moving));
   e.how = StrCat(Us(static_cast<double>(e.fused_ns)), " = (1 + ", o.Double("cpu_ops_per_param"), " x ", params,
                  " parameters) x ", Us(static_cast<double>(op_cost)), " per operator + ", e.how);
   return e;
@@ -476,7 +477,7 @@ class FusedOptimizerPass : public Pass {
         if (g.tasks[static_cast<size_t>(t)].kind == TaskKind::kKernel) kernels += g.tasks[static_cast<size_t>(t)].duration_ns;
       }
       const auto fused_ns =
-          static_cast<TimeNs>(std::llround(static_cast<double>(kernels) * o_.Double("kernel_factor")));
+          RoundNs(static_cast<double>(kernels) * o_.Double("kernel_factor"));
       *kernel_before += kernels;
       *kernel_after += fused_ns;
       DD_ASSIGN_OR_RETURN(const int32_t kernel, editor.MergeTasks(tasks, fused_ns, "fused optimizer step kernel"));

@@ -10,6 +10,7 @@
 #include "absl/status/status.h"
 #include "daydream/base/status_macros.h"
 #include "daydream/base/strings.h"
+#include "daydream/base/time.h"
 #include "daydream/passes/editor.h"
 
 namespace daydream {
@@ -144,7 +145,7 @@ class OpFusionPass : public Pass {
         sum += graph.tasks[static_cast<size_t>(t)].duration_ns;
         longest = std::max(longest, graph.tasks[static_cast<size_t>(t)].duration_ns);
       }
-      const auto fused = longest + static_cast<TimeNs>(std::llround(static_cast<double>(sum - longest) * factor));
+      const auto fused = longest + RoundNs(static_cast<double>(sum - longest) * factor);
       before_ns += sum;
       after_ns += fused;
       fused_members += static_cast<int64_t>(c.members.size());

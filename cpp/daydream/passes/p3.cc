@@ -14,6 +14,7 @@
 #include "absl/status/status.h"
 #include "daydream/base/status_macros.h"
 #include "daydream/base/strings.h"
+#include "daydream/base/time.h"
 #include "daydream/cost/collectives.h"
 #include "daydream/passes/editor.h"
 
@@ -51,7 +52,7 @@ struct AllReduceCost {
 
   TimeNs operator()(int64_t bytes) const {
     if (!fitted) return CollectiveTime(Collective::kAllReduce, algorithm, bytes, world_size, network);
-    return static_cast<TimeNs>(std::llround(fixed_ns + ns_per_byte * static_cast<double>(std::max<int64_t>(0, bytes))));
+    return RoundNs(fixed_ns + ns_per_byte * static_cast<double>(std::max<int64_t>(0, bytes)));
   }
 
   std::string Describe() const {
@@ -319,7 +320,7 @@ class P3Pass : public Pass {
                                                       static_cast<double>(last_ready - first_ready)
                                                 : 0.0;
       const auto target = start(forward.front()) +
-                          static_cast<TimeNs>((1.0 - f) * static_cast<double>(start(forward.back()) - start(forward.front())));
+                          RoundNs((1.0 - f) * static_cast<double>(start(forward.back()) - start(forward.front())));
       auto it = std::upper_bound(forward.begin(), forward.end(), target,
                                  [&](TimeNs time, int32_t task) { return time < start(task); });
       u.consumer[t] = it == forward.begin() ? forward.front() : *std::prev(it);

@@ -7,6 +7,7 @@
 #include "absl/status/status.h"
 #include "daydream/base/status_macros.h"
 #include "daydream/base/strings.h"
+#include "daydream/base/time.h"
 #include "daydream/passes/editor.h"
 
 namespace daydream {
@@ -64,7 +65,7 @@ class ScalePass : public Pass {
           if (rk == ResourceKind::kCpuThread && o_.Double("cpu") != 1.0) {
             // A faster CPU also runs the framework code between ops faster.
             apply(t, o_.Double("cpu"));
-            task.gap_ns = static_cast<TimeNs>(std::llround(static_cast<double>(task.gap_ns) * o_.Double("cpu")));
+            task.gap_ns = RoundNs(static_cast<double>(task.gap_ns) * o_.Double("cpu"));
           }
           break;
       }

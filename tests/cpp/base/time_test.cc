@@ -1,6 +1,8 @@
 // Tests for daydream/base/time.h: the microseconds-to-nanoseconds parser.
 #include "daydream/base/time.h"
 
+#include <cmath>
+#include <limits>
 #include <optional>
 #include <string>
 
@@ -86,4 +88,14 @@ TEST_CASE("NsToMs and NsToUs convert nanoseconds for reports", "[time]") {
   CHECK(NsToMs(1'500'000) == Approx(1.5));
   CHECK(NsToUs(2'500) == Approx(2.5));
   CHECK(NsToUs(-4'000) == Approx(-4.0));
+}
+
+TEST_CASE("RoundNs rounds to nearest and saturates at the time limit", "[time]") {
+  CHECK(RoundNs(1.4) == 1);
+  CHECK(RoundNs(1.6) == 2);
+  CHECK(RoundNs(-2.6) == -3);
+  CHECK(RoundNs(1e30) == kMaxTimeNs);
+  CHECK(RoundNs(-1e30) == -kMaxTimeNs);
+  CHECK(RoundNs(std::numeric_limits<double>::infinity()) == kMaxTimeNs);
+  CHECK(RoundNs(std::nan("")) == kMaxTimeNs);
 }

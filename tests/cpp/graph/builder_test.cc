@@ -1074,3 +1074,16 @@ TEST_CASE("a launch-queue edge holds its head's end, not its start", "[builder][
   CHECK(ToHeadEnd(EdgeKind::kLaunchQueue));
   CHECK_FALSE(IsStartToStart(EdgeKind::kLaunchQueue));
 }
+
+TEST_CASE("BuildGraph refuses a trace whose times are too far apart to simulate, naming the file",
+          "[builder][errors]") {
+  // Each ts is within the reader's range; together they span ~2^63 ns, and
+  // the idle gap before k2 on their stream is what gets refused first.
+  const Trace trace = ParseOrDie(KinetoDoc(Join({Gpu("k1", -4.5e15, 1, 1), Gpu("k2", 4.5e15, 1, 2)})));
+  auto graph = BuildGraph(trace);
+  REQUIRE_FALSE(graph.ok());
+  CHECK(absl::IsInvalidArgument(graph.status()));
+  CHECK(std::string(graph.status().message()) ==
+        trace.path + ": task 1 (k2): times this large cannot be simulated (the limit is "
+                     "4611686018427387904 ns, about 146 years)");
+}

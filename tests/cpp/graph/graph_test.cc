@@ -7,6 +7,8 @@
 
 #include <catch2/catch.hpp>
 
+#include "daydream/base/time.h"
+
 using namespace daydream;
 
 namespace {
@@ -75,6 +77,45 @@ TEST_CASE("Validate catches a dangling edge", "[graph]") {
   g2.Add("a", g2.cpu, 1);
   g2.g.AddEdge(-1, 0, EdgeKind::kLaunch);
   CHECK_THAT(Msg(g2.g.Validate()), Catch::Contains("dangling end -1 -> 0"));
+}
+
+TEST_CASE("Validate refuses times whose arithmetic would overflow", "[graph][errors]") {
+  const std::string limit = "times this large cannot be simulated (the limit is 4611686018427387904 ns, about 146 years)";
+  SECTION("one duration at the limit") {
+    Fixture f;
+    f.Add("a", f.cpu, kMaxTimeNs);
+    const absl::Status s = f.g.Validate();
+    CHECK(absl::IsOutOfRange(s));
+    CHECK(Msg(s) == "task 0 (a): " + limit);
+  }
+  SECTION("durations that only add up past the limit") {
+    Fixture f;
+    f.Add("a", f.cpu, kMaxTimeNs / 2);
+    CHECK(f.g.Validate().ok());
+    f.Add("b", f.gpu, kMaxTimeNs / 2 + 1);
+    CHECK(Msg(f.g.Validate()) == "the tasks' durations and gaps together: " + limit);
+  }
+  SECTION("edge lags that push the sum past the limit") {
+    Fixture f;
+    f.Add("a", f.cpu, kMaxTimeNs / 2);
+    f.Add("b", f.gpu, 1);
+    f.g.AddEdge(0, 1, EdgeKind::kLaunch, kMaxTimeNs / 2);
+    CHECK(Msg(f.g.Validate()) == "the tasks' durations, gaps and edge lags together: " + limit);
+  }
+  SECTION("recorded starts far apart") {
+    Fixture f;
+    f.Add("a", f.cpu, 1);
+    f.Add("b", f.cpu, 1);
+    f.g.tasks[0].recorded_start_ns = -kMaxTimeNs / 2 - 5;
+    f.g.tasks[1].recorded_start_ns = kMaxTimeNs / 2 + 5;
+    CHECK(Msg(f.g.Validate()) == "the recorded span: " + limit);
+  }
+  SECTION("an iteration's recorded span") {
+    Fixture f;
+    const int32_t a = f.Add("a", f.cpu, 1);
+    f.g.iterations.push_back(Iteration{f.g.strings.Intern("ProfilerStep#1"), a, a, 0, 0, kMaxTimeNs, 0});
+    CHECK(Msg(f.g.Validate()) == "iteration 0 (ProfilerStep#1): " + limit);
+  }
 }
 
 TEST_CASE("Validate catches a self edge", "[graph]") {
