@@ -3,6 +3,8 @@
 #   make demo    replay the bundled real GPU trace: summary, replay table, timeline
 #   make test    C++ tests (ctest) + Python tests (pytest)
 #   make bench   benchmarks (docs/performance.md)
+#   make test-asan   the C++ tests built with AddressSanitizer + UBSan (build/asan)
+#   make fuzz    libFuzzer on the trace reader and Graph load, FUZZ_SECONDS each (default 300)
 #   make replay-accuracy   replay every trace in ../shared/traces (docs/accuracy.md)
 #   make accuracy   predictions against real CPU training runs (docs/accuracy.md, ~6 min)
 #
@@ -31,7 +33,7 @@ CPP_BUILD := build/cpp
 CMAKE := $(VENV)/bin/cmake
 SOURCES := $(shell find cpp proto python/src python/daydream -type f \( -name '*.cc' -o -name '*.h' -o -name '*.proto' -o -name '*.py' -o -name '*.pyi' \) 2>/dev/null) CMakeLists.txt pyproject.toml
 
-.PHONY: demo test cpp-test py-test deps venv install bench replay-accuracy accuracy clean
+.PHONY: demo test test-asan fuzz cpp-test py-test deps venv install bench replay-accuracy accuracy clean
 
 # --- environment -------------------------------------------------------------
 $(STAMPS)/apt: Makefile
@@ -66,6 +68,48 @@ $(CPP_BUILD)/build.ninja: $(STAMPS)/venv CMakeLists.txt
 cpp-test: $(CPP_BUILD)/build.ninja
 	$(CMAKE) --build $(CPP_BUILD) -j $(JOBS)
 	cd $(CPP_BUILD) && ../../$(VENV)/bin/ctest --output-on-failure -j $(JOBS)
+
+# The library and its C++ tests under AddressSanitizer and UBSan (leaks
+# included); any report fails the run.
+ASAN_BUILD := build/asan
+
+test-asan: $(STAMPS)/venv
+	$(CMAKE) -S . -B $(ASAN_BUILD) -G Ninja -DCMAKE_MAKE_PROGRAM=$(abspath $(VENV))/bin/ninja \
+	  -DDAYDREAM_BUILD_TESTS=ON -DDAYDREAM_SANITIZE=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo
+	$(CMAKE) --build $(ASAN_BUILD) -j $(JOBS)
+	cd $(ASAN_BUILD) && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+	  ../../$(VENV)/bin/ctest --output-on-failure -j $(JOBS)
+
+# --- fuzzing -----------------------------------------------------------------
+# libFuzzer (clang) with ASan + UBSan on tests/fuzz/*_fuzzer.cc. Seeds are
+# windows of the bundled real traces (tests/fuzz/make_seeds.py) plus every
+# input kept in tests/data/fuzz/; what the fuzzers find goes to
+# build/fuzz/corpus/ (kept between runs) and crashes to build/fuzz/artifacts/.
+# A crash fails the run: copy its input into tests/data/fuzz/<target>/, fix it,
+# and the regression test (tests/cpp/fuzz_regression_test.cc) keeps it fixed.
+FUZZ_BUILD := build/fuzz
+FUZZ_SECONDS ?= 300
+FUZZ_SEED_TRACES := examples/traces/resnet-v100-ddp1-rank0.pt.trace.json.gz $(wildcard tests/data/passes/*.json.gz)
+
+$(STAMPS)/apt-clang: $(STAMPS)/apt
+	@dpkg-query -W -f='$${Status}' clang-14 libclang-rt-14-dev 2>/dev/null | grep -c "install ok installed" | grep -q 2 || { \
+	  $(SUDO) apt-get update -qq; \
+	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends clang-14 libclang-rt-14-dev; }
+	@touch $@
+
+fuzz: $(STAMPS)/apt-clang | $(STAMPS)/install
+	CC=clang-14 CXX=clang++-14 $(CMAKE) -S . -B $(FUZZ_BUILD) -G Ninja -DCMAKE_MAKE_PROGRAM=$(abspath $(VENV))/bin/ninja \
+	  -DDAYDREAM_FUZZ=ON -DDAYDREAM_BUILD_TESTS=OFF -DDAYDREAM_WITH_CUPTI=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo
+	$(CMAKE) --build $(FUZZ_BUILD) -j $(JOBS) --target trace_fuzzer graph_fuzzer
+	$(VPY) tests/fuzz/make_seeds.py $(FUZZ_BUILD)/seeds $(FUZZ_SEED_TRACES)
+	@for t in trace graph; do \
+	  mkdir -p $(FUZZ_BUILD)/corpus/$$t $(FUZZ_BUILD)/artifacts/$$t; \
+	  echo "== $${t}_fuzzer for $(FUZZ_SECONDS) s"; \
+	  ASAN_OPTIONS=detect_leaks=1 $(FUZZ_BUILD)/$${t}_fuzzer $(FUZZ_BUILD)/corpus/$$t $(FUZZ_BUILD)/seeds/$$t tests/data/fuzz/$$t \
+	    -dict=tests/fuzz/kineto.dict -max_total_time=$(FUZZ_SECONDS) -timeout=10 -rss_limit_mb=2048 -max_len=65536 \
+	    -print_final_stats=1 -artifact_prefix=$(FUZZ_BUILD)/artifacts/$$t/ 2>&1 | tee $(FUZZ_BUILD)/$${t}_fuzzer.log \
+	    | grep -E "^(#[0-9]+\s+(INITED|DONE)|==[0-9]+==|SUMMARY|.*runtime error|stat::|artifact_prefix|Test unit written)" ; \
+	done
 
 # --- Python ------------------------------------------------------------------
 # The fake libcuda/libcupti of the C++ tests lets tests/python/test_cupti.py

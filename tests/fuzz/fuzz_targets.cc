@@ -1,0 +1,72 @@
+#include "fuzz_targets.h"
+
+#include <cstdint>
+#include <string>
+
+#include "daydream/base/status_macros.h"
+#include "daydream/graph/builder.h"
+#include "daydream/graph/serialization.h"
+#include "daydream/passes/pass.h"
+#include "daydream/sim/replay.h"
+#include "daydream/trace/file_source.h"
+#include "daydream/trace/kineto_reader.h"
+
+namespace daydream::fuzz {
+namespace {
+
+// Limits well under libFuzzer's 2 GB RSS limit, so that an input the limits
+// should stop cannot pass as an out-of-memory report instead.
+ReadOptions FuzzReadOptions() {
+  ReadOptions options;
+  options.max_string_bytes = size_t{1} << 20;
+  options.max_events = 200000;
+  options.max_bytes = uint64_t{64} << 20;
+  return options;
+}
+
+absl::Status RunGraph(const Graph& graph) {
+  DD_RETURN_IF_ERROR(graph.Validate());
+  DD_ASSIGN_OR_RETURN(const ReplayReport report, Replay(graph));
+  (void)report;
+  DD_ASSIGN_OR_RETURN(const std::string bytes, SerializeGraph(graph));
+  DD_ASSIGN_OR_RETURN(const Graph back, DeserializeGraph(bytes, kFuzzSource));
+  (void)back;
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status RunTraceInput(std::string_view data) {
+  const ReadOptions options = FuzzReadOptions();
+  std::string json;
+  if (data.size() >= 2 && static_cast<uint8_t>(data[0]) == 0x1f && static_cast<uint8_t>(data[1]) == 0x8b) {
+    FileSourceOptions source_options;
+    source_options.max_bytes = options.max_bytes;
+    DD_ASSIGN_OR_RETURN(json, GunzipBuffer(std::string(data), kFuzzSource, JsonPadding(), source_options));
+  } else {
+    json.reserve(data.size() + JsonPadding());
+    json.assign(data.data(), data.size());
+  }
+  DD_ASSIGN_OR_RETURN(const Trace trace, ParseTraceJson(json, kFuzzSource, options));
+  DD_ASSIGN_OR_RETURN(const Graph graph, BuildGraph(trace));
+  DD_RETURN_IF_ERROR(RunGraph(graph));
+  // Passes may refuse a graph (no GPU, no gradients, ...) but never crash on
+  // one, and what they leave must still be a valid, replayable graph.
+  for (const PassInfo& info : RegisteredPasses()) {
+    auto pass = CreatePass(info.name);
+    if (!pass.ok()) continue;  // a pass without usable defaults
+    Graph copy = graph;
+    PassContext context;
+    if ((*pass)->Run(copy, context).ok()) {
+      DD_RETURN_IF_ERROR(RunGraph(copy));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status RunGraphInput(std::string_view data) {
+  DD_ASSIGN_OR_RETURN(const Graph graph, DeserializeGraph(std::string(data), kFuzzSource));
+  return RunGraph(graph);
+}
+
+}  // namespace daydream::fuzz
