@@ -238,15 +238,41 @@ class Profiler:
         return self._graph
 
     def save_trace(self, path: str) -> None:
-        """Copies the recorded trace to ``path`` (gzip when it ends in .gz)."""
-        src = self.trace_path
-        if path.endswith(".gz"):
-            import gzip  # noqa: PLC0415
+        """Copies the recorded trace to ``path`` (gzip when it ends in .gz).
 
-            with open(src, "rb") as f, gzip.open(path, "wb") as out:
-                shutil.copyfileobj(f, out)
-        else:
-            shutil.copyfile(src, path)
+        Written to a temporary file beside ``path`` and renamed into place: an
+        error midway leaves no partial file and an older ``path`` intact.
+        """
+        src = self.trace_path
+        target = os.fspath(path)
+        try:
+            fd, tmp = tempfile.mkstemp(prefix=os.path.basename(target) + ".", suffix=".tmp",
+                                       dir=os.path.dirname(os.path.abspath(target)))
+        except OSError as e:
+            raise DaydreamError(f"{target}: cannot save the trace: {e.strerror or e}") from e
+        try:
+            with open(src, "rb") as f, os.fdopen(fd, "wb") as raw:
+                if target.endswith(".gz"):
+                    import gzip  # noqa: PLC0415
+
+                    with gzip.GzipFile(fileobj=raw, mode="wb", filename="") as out:
+                        shutil.copyfileobj(f, out)
+                else:
+                    shutil.copyfileobj(f, raw)
+                raw.flush()
+                os.fsync(raw.fileno())
+            umask = os.umask(0)
+            os.umask(umask)
+            os.chmod(tmp, 0o666 & ~umask)  # mkstemp's 0600 would hide the trace from other users
+            os.replace(tmp, target)
+        except BaseException as e:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+            if isinstance(e, OSError):
+                raise DaydreamError(f"{target}: cannot save the trace: {e.strerror or e}") from e
+            raise
 
 
 def _default_loss(output: Any) -> Any:

@@ -119,6 +119,29 @@ def test_saved_trace_rebuilds_the_same_graph(captured, tmp_path: Path) -> None:
     assert len(again.tensors(role="gradient")) == len(prof.graph.tensors(role="gradient"))
 
 
+def test_save_trace_failing_midway_leaves_the_old_file_and_no_temporary(captured, tmp_path: Path,
+                                                                        monkeypatch) -> None:
+    _, _, prof = captured
+    out = tmp_path / "run.pt.trace.json"
+    out.write_text("old")
+
+    def broken_copy(src, dst, *args, **kwargs):
+        dst.write(b'{"traceEvents": [')
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr("daydream.capture.shutil.copyfileobj", broken_copy)
+    with pytest.raises(daydream.DaydreamError, match=r"run\.pt\.trace\.json: cannot save the trace: No space left"):
+        prof.save_trace(str(out))
+    assert out.read_text() == "old"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run.pt.trace.json"]
+
+
+def test_save_trace_into_a_missing_directory_names_the_path(captured, tmp_path: Path) -> None:
+    _, _, prof = captured
+    with pytest.raises(daydream.DaydreamError, match="missing"):
+        prof.save_trace(str(tmp_path / "missing" / "t.json"))
+
+
 def test_profile_runs_a_standard_training_step() -> None:
     model = build("mlp")
     inputs, target = batch_for("mlp")
