@@ -8,7 +8,9 @@
 # benchmarks/out/bench_<name>.json), then BM_ReadTraceFile and BM_BuildGraph alone in
 # fresh processes, whose peak_rss_MB is the peak memory of file -> Trace and of
 # file -> Trace -> Graph (benchmarks/out/rss_<name>_<stage>.json). Finally it prints a
-# summary table.
+# summary table. Last, benchmarks/e2e_bench.py times `daydream replay` as a whole process
+# next to HolisticTraceAnalysis loading the same files (benchmarks/out/e2e.json; it makes
+# benchmarks/.venv-hta the first time).
 #
 # Environment:
 #   MIN_TIME=1     seconds per benchmark (google-benchmark --benchmark_min_time)
@@ -16,6 +18,9 @@
 #   BIG_EVENTS=1000000  size of the generated trace
 #   TRACES="name=path ..."  benchmark these traces instead of the two above
 #   SKIP_BUILD=1   use the existing build/bench/daydream_bench
+#   SKIP_E2E=1     skip the end-to-end / HTA comparison (it needs the daydream CLI: make install)
+#   E2E_REPS=3     rounds of the end-to-end comparison
+#   E2E_ARGS="..."  extra arguments for e2e_bench.py (e.g. --doc docs/performance.md --with-10m)
 # Extra arguments go to daydream_bench (e.g. --benchmark_filter=Parse).
 set -euo pipefail
 
@@ -29,6 +34,12 @@ DEFAULT_TRACE=../shared/traces/tracelens-nvidia/h100-hf-inference/google_owlv2-l
 BIG_TRACE=$OUT/big_1m.json.gz
 
 mkdir -p "$OUT"
+
+if [[ "${SKIP_E2E:-0}" != 1 ]] && [[ ! -x .venv/bin/daydream ]] && ! command -v daydream > /dev/null; then
+  echo "run_bench.sh: the end-to-end comparison needs the daydream CLI: run \`make install\` first," \
+    "or SKIP_E2E=1 to skip it" >&2
+  exit 1
+fi
 
 if [[ "${SKIP_BUILD:-0}" != 1 ]]; then
   cmake -S . -B "$BUILD_DIR" -G Ninja -DDAYDREAM_BUILD_BENCHMARKS=ON -DDAYDREAM_BUILD_TESTS=OFF \
@@ -107,3 +118,12 @@ widths = [max(len(str(r[i])) for r in rows + [header]) for i in range(len(header
 for r in [header] + rows:
     print("  ".join(str(c).ljust(w) for c, w in zip(r, widths)))
 PY
+
+if [[ "${SKIP_E2E:-0}" != 1 ]]; then
+  echo
+  echo "== end to end: daydream replay vs HolisticTraceAnalysis (SKIP_E2E=1 skips)"
+  e2e_traces=()
+  for spec in $TRACES; do e2e_traces+=(--trace "$spec"); done
+  # shellcheck disable=SC2086  # E2E_ARGS is a list of words
+  python3 benchmarks/e2e_bench.py --reps "${E2E_REPS:-3}" "${e2e_traces[@]}" ${E2E_ARGS:-}
+fi
