@@ -173,7 +173,7 @@ def measure_trace(name: str, gz: Path, args: argparse.Namespace, dd: str, hta_py
     json_bytes = plain.stat().st_size
     hta_skip = None
     if hta_py is None:
-        hta_skip = "--no-hta"
+        hta_skip = "not run (--no-hta)"
     elif args.hta_max_json_mb and json_bytes > args.hta_max_json_mb * 1e6:
         hta_skip = (f"not run: JSON is {json_bytes / 1e6:,.0f} MB, over --hta-max-json-mb {args.hta_max_json_mb:g} "
                     "(a default that keeps HTA's whole-file json.load off multi-GB files; 0 lifts it)")
