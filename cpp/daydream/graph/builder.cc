@@ -12,8 +12,9 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
-#include "daydream/base/strings.h"
+#include "daydream/base/math.h"
 #include "daydream/base/status_macros.h"
+#include "daydream/base/strings.h"
 
 namespace daydream {
 namespace {
@@ -442,9 +443,9 @@ class Builder {
 
   int64_t TaskBytes(const TraceEvent& ev) const {
     if (ev.bytes >= 0) return ev.bytes;
-    if (ev.in_msg_nelems >= 0) return ev.in_msg_nelems * DtypeBytes(trace_.Str(ev.dtype));
+    if (ev.in_msg_nelems >= 0) return SaturatingMul(ev.in_msg_nelems, DtypeBytes(trace_.Str(ev.dtype)));
     if (ev.kind == EventKind::kUserAnnotation && ev.input_dims != 0) {
-      return FirstTensorElements(trace_.Str(ev.input_dims)) * DtypeBytes(FirstType(trace_.Str(ev.input_types)));
+      return SaturatingMul(FirstTensorElements(trace_.Str(ev.input_dims)), DtypeBytes(FirstType(trace_.Str(ev.input_types))));
     }
     return -1;
   }
@@ -460,8 +461,8 @@ class Builder {
     for (std::string_view d : Split(dims.substr(open + 1, close - open - 1), ',')) {
       while (!d.empty() && d.front() == ' ') d.remove_prefix(1);
       std::optional<int64_t> v = ParseInt(d);
-      if (!v.has_value()) return 0;
-      product *= *v;
+      if (!v.has_value() || *v < 0) return 0;
+      product = SaturatingMul(product, *v);
       any = true;
     }
     return any ? product : 1;

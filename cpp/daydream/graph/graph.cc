@@ -139,7 +139,9 @@ EdgeRange Graph::in_edges(int32_t task) const {
 // +-kMaxTimeNs of 0, the recorded span under kMaxTimeNs, and all durations,
 // gaps, lags and iteration offsets together at most kMaxTimeNs, which bounds
 // any simulated time (a schedule never runs longer than all of them in a row).
-absl::Status Graph::ValidateTimes() const {
+// Byte counts likewise: each at most kMaxBytes, the tensors' together too, so
+// bucket sums cannot overflow.
+absl::Status Graph::ValidateRanges() const {
   auto out_of_range = [](std::string what) {
     return absl::OutOfRangeError(StrCat(what, ": times this large cannot be simulated (the limit is ", kMaxTimeNs,
                                         " ns, about 146 years)"));
@@ -179,6 +181,19 @@ absl::Status Graph::ValidateTimes() const {
     }
   }
   if (hi - lo >= kMaxTimeNs) return out_of_range("the recorded span");
+  auto too_big = [](std::string what) {
+    return absl::OutOfRangeError(StrCat(what, ": sizes this large cannot be simulated (the limit is ", kMaxBytes,
+                                        " bytes)"));
+  };
+  for (size_t i = 0; i < tasks.size(); ++i) {
+    if (tasks[i].bytes > kMaxBytes) return too_big(StrCat("task ", i, " (", Str(tasks[i].name), ")"));
+  }
+  int64_t tensor_bytes = 0;  // stays below 2 * kMaxBytes
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    if (tensors[i].bytes > kMaxBytes) return too_big(StrCat("tensor ", i, " (", Str(tensors[i].name), ")"));
+    tensor_bytes += std::max<int64_t>(0, tensors[i].bytes);
+    if (tensor_bytes > kMaxBytes) return too_big("the tensors together");
+  }
   return absl::OkStatus();
 }
 
@@ -217,7 +232,6 @@ absl::Status Graph::Validate() const {
       return bad(StrCat("task ", i, ": unknown kind or phase"));
     }
   }
-  DD_RETURN_IF_ERROR(ValidateTimes());
   for (size_t i = 0; i < edges.size(); ++i) {
     const Edge& e = edges[i];
     if (e.from < 0 || e.from >= n || e.to < 0 || e.to >= n) {
@@ -298,7 +312,8 @@ absl::Status Graph::Validate() const {
       if (p < -1 || p >= n) return bad(StrCat("tensor ", i, " (", Str(t.name), "): producer ", p, " does not exist"));
     }
   }
-  return absl::OkStatus();
+  // Last: its messages name tasks and tensors, whose ids are checked above.
+  return ValidateRanges();
 }
 
 GraphSummary Summarize(const Graph& graph) {

@@ -191,6 +191,10 @@ struct EdgeRange {
   size_t size() const { return static_cast<size_t>(last - first); }
 };
 
+// Largest byte count a task or tensor may carry (2^62, 4 EiB): sums of a
+// graph's byte counts cannot overflow int64.
+inline constexpr int64_t kMaxBytes = int64_t{1} << 62;
+
 class Graph {
  public:
   // --- building -----------------------------------------------------------
@@ -213,7 +217,7 @@ class Graph {
   // edges between distinct existing tasks, no cycle, non-negative durations,
   // gaps and lags, iteration anchors valid. The error names the first
   // offending task or edge.
-  // Times out of range (see ValidateTimes in graph.cc) are OutOfRange errors,
+  // Times or sizes out of range (see ValidateRanges in graph.cc) are OutOfRange errors,
   // every other broken invariant FailedPrecondition.
   absl::Status Validate() const;
 
@@ -239,7 +243,7 @@ class Graph {
   Warnings warnings;  // from building; not serialized
 
  private:
-  absl::Status ValidateTimes() const;
+  absl::Status ValidateRanges() const;
 
   std::vector<int32_t> out_offsets_;
   std::vector<int32_t> out_index_;

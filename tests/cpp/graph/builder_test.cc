@@ -1087,3 +1087,17 @@ TEST_CASE("BuildGraph refuses a trace whose times are too far apart to simulate,
         trace.path + ": task 1 (k2): times this large cannot be simulated (the limit is "
                      "4611686018427387904 ns, about 146 years)");
 }
+
+TEST_CASE("BuildGraph saturates claimed message sizes and refuses them, naming the file", "[builder][errors]") {
+  // 4e18 doubles: the byte count overflows int64; it saturates and the graph
+  // refuses it instead of wrapping to a negative size.
+  const std::string args = "\"In msg nelems\":4000000000000000000,\"dtype\":\"Double\",\"Group size\":2";
+  const Trace trace = ParseOrDie(KinetoDoc(Join({Rt("cudaLaunchKernel", 1, 1, 9),
+                                                 Gpu("ncclDevKernel_AllReduce_Sum_f64_RING_LL", 2, 3, 9, 7, 0, args)})));
+  auto graph = BuildGraph(trace);
+  REQUIRE_FALSE(graph.ok());
+  CHECK(absl::IsInvalidArgument(graph.status()));
+  CHECK_THAT(std::string(graph.status().message()),
+             Catch::StartsWith(trace.path + ": task ") &&
+                 Catch::EndsWith("sizes this large cannot be simulated (the limit is 4611686018427387904 bytes)"));
+}

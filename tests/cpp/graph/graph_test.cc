@@ -118,6 +118,25 @@ TEST_CASE("Validate refuses times whose arithmetic would overflow", "[graph][err
   }
 }
 
+TEST_CASE("Validate refuses byte counts whose sums would overflow", "[graph][errors]") {
+  const std::string limit = "sizes this large cannot be simulated (the limit is 4611686018427387904 bytes)";
+  Fixture f;
+  const int32_t a = f.Add("all_reduce", f.gpu, 1, TaskKind::kCollective);
+  f.g.tasks[static_cast<size_t>(a)].bytes = kMaxBytes + 1;
+  CHECK(absl::IsOutOfRange(f.g.Validate()));
+  CHECK(Msg(f.g.Validate()) == "task 0 (all_reduce): " + limit);
+  f.g.tasks[static_cast<size_t>(a)].bytes = kMaxBytes;
+  CHECK(f.g.Validate().ok());
+  Tensor t1, t2;
+  t1.name = t2.name = f.g.strings.Intern("grad");
+  t1.bytes = kMaxBytes / 2 + 1;
+  t2.bytes = kMaxBytes / 2;
+  f.g.AddTensor(t1);
+  CHECK(f.g.Validate().ok());
+  f.g.AddTensor(t2);
+  CHECK(Msg(f.g.Validate()) == "the tensors together: " + limit);
+}
+
 TEST_CASE("Validate catches a self edge", "[graph]") {
   Fixture f;
   f.Add("a", f.cpu, 1);
