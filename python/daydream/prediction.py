@@ -197,19 +197,37 @@ class Prediction:
                 + (f"<ul>{notes}</ul>" if notes else ""))
 
 
+def _calibrate_amp_cpu(graph: Graph, given: Dict[str, str]) -> str:
+    """amp on a CPU-only graph: the bf16/fp32 factor of each matmul,
+    convolution and attention op replayed at its recorded shapes on this CPU;
+    where the graph's trace cannot give them, one measured GEMM ratio."""
+    from . import calibrate  # noqa: PLC0415 - needs torch
+
+    try:
+        factors = calibrate.amp_cpu_op_factors(graph)
+        why = "no op with recorded shapes could be replayed"
+    except DaydreamError as e:
+        factors, why = {}, str(e)
+    if factors:
+        given["cpu_op_factors"] = calibrate.format_op_factors(factors)
+        values = sorted(factors.values())
+        return (f"amp: {len(factors)} matmul/convolution/attention ops replayed at their recorded shapes in fp32 "
+                f"and bf16 on this CPU (weight casts included): bf16 takes {values[0]:.2f}-{values[-1]:.2f}x "
+                "their fp32 time (daydream.calibrate.amp_cpu_op_factors)")
+    ratio = calibrate.amp_cpu_ratio()
+    given["cpu_gemm_factor"] = f"{ratio:.4f}"
+    return (f"amp: bf16 GEMMs on this CPU take {ratio:.2f}x their fp32 time (measured with torch.autocast; "
+            f"daydream.calibrate.amp_cpu_ratio; no per-op factors: {why})")
+
+
 def _calibrate(graph: Graph, requests: List[Tuple[str, Dict[str, str]]]) -> List[str]:
     """Fills in factors that must be measured on this machine: amp on a
-    CPU-only graph gets the CPU's measured bf16/fp32 GEMM ratio."""
+    CPU-only graph gets the CPU's measured bf16/fp32 factors."""
     notes = []
     cpu_only = all(r["kind"] != "gpu_stream" for r in graph.resources())
     for name, given in requests:
-        if name == "amp" and cpu_only and "cpu_gemm_factor" not in given:
-            from .calibrate import amp_cpu_ratio  # noqa: PLC0415 - needs torch
-
-            ratio = amp_cpu_ratio()
-            given["cpu_gemm_factor"] = f"{ratio:.4f}"
-            notes.append(f"amp: bf16 GEMMs on this CPU take {ratio:.2f}x their fp32 time (measured with "
-                         "torch.autocast; daydream.calibrate.amp_cpu_ratio)")
+        if name == "amp" and cpu_only and "cpu_gemm_factor" not in given and "cpu_op_factors" not in given:
+            notes.append(_calibrate_amp_cpu(graph, given))
     return notes
 
 
