@@ -81,13 +81,13 @@ def _is_module(obj: Any) -> bool:
 
 
 def _baseline(subject: Any, inputs: Any, target: Any, loss_fn: Any, optimizer: Any, warmup: int,
-              active: int) -> Graph:
-    from .capture import Profiler, profile  # noqa: PLC0415 - torch only when needed
+              active: int) -> Any:
+    """The graph to predict for, or the Profiler that recorded it (which keeps
+    its trace file, read by calibrations, alive)."""
+    from .capture import Profiler, profile_steps, training_step  # noqa: PLC0415 - torch only when needed
 
-    if isinstance(subject, Graph):
+    if isinstance(subject, (Graph, Profiler)):
         return subject
-    if isinstance(subject, Profiler):
-        return subject.graph
     if isinstance(subject, (str, os.PathLike)):
         path = os.fspath(subject)
         if os.path.isdir(path):
@@ -97,15 +97,10 @@ def _baseline(subject: Any, inputs: Any, target: Any, loss_fn: Any, optimizer: A
     if _is_module(subject):
         if inputs is None:
             raise DaydreamError("predict(model, ...): pass inputs= (a batch the model takes)")
-        return profile(subject, inputs, target=target, loss_fn=loss_fn, optimizer=optimizer, warmup=warmup,
-                       active=active)
+        return profile_steps(training_step(subject, inputs, target, loss_fn, optimizer), warmup, active,
+                             model=subject, optimizer=optimizer)
     if callable(subject):
-        prof = Profiler(warmup=warmup, active=active, optimizer=optimizer)
-        with prof:
-            for _ in range(warmup + active):
-                subject()
-                prof.step()
-        return prof.graph
+        return profile_steps(subject, warmup, active, optimizer=optimizer)
     raise DaydreamError(f"predict: cannot predict for a {type(subject).__name__}: pass an nn.Module with inputs=, "
                         "a callable training step, a Graph, a Profiler or a trace path")
 
@@ -266,7 +261,8 @@ def predict(
         print(pred)
     """
     requests = _requests(opt, options)
-    graph = _baseline(subject, inputs, target, loss_fn, optimizer, warmup, active)
+    recorded = _baseline(subject, inputs, target, loss_fn, optimizer, warmup, active)
+    graph = recorded if isinstance(recorded, Graph) else recorded.graph
     calibration_notes = _calibrate(graph, requests)
     result = _core.predict(graph, requests)
     labels = [name + (":" + ",".join(f"{k}={v}" for k, v in given.items()) if given else "")

@@ -144,3 +144,19 @@ def test_amp_cpu_op_factors_refuse_a_trace_that_no_longer_matches_the_graph(tmp_
     path.write_text('{"traceEvents": [{"ph": "X", "name": "aten::relu", "ts": 1, "dur": 1, "pid": 1, "tid": 1}]}')
     with pytest.raises(DaydreamError, match="is not the op the graph's task names"):
         calibrate.amp_cpu_op_factors(graph)
+
+
+def test_predict_keeps_the_trace_of_a_model_it_profiles_for_the_calibration() -> None:
+    import gc
+
+    torch = pytest.importorskip("torch")
+    from daydream import prediction
+    from models import batch_for, build
+
+    x, y = batch_for("mlp")
+    recorded = prediction._baseline(build("mlp"), x, y, torch.nn.CrossEntropyLoss(), None, 1, 1)
+    gc.collect()  # a Profiler nobody holds would delete its trace
+    assert os.path.exists(recorded.graph.source)
+    pred = daydream.predict(build("mlp"), opt="amp", inputs=x, target=y, loss_fn=torch.nn.CrossEntropyLoss(),
+                            warmup=1, active=1)
+    assert any("replayed at their recorded shapes" in n for n in pred.notes), pred.notes
