@@ -77,14 +77,19 @@ def amp_cpu_ratio(sizes: Sequence[Tuple[int, int, int]] = ((64, 256, 256), (256,
     return float(statistics.median(ratios))
 
 
-def _paired_median_times(fns: Sequence[Callable[[], Any]], repeats: int) -> List[float]:
+def _paired_median_times(fns: Sequence[Callable[[], Any]], repeats: int, budget_s: float = 1.0) -> List[float]:
     """Median time of each of ``fns``, run in turn within every repeat so that
-    load bursts on a shared machine hit them alike."""
+    load bursts on a shared machine hit them alike. Slow ones stop repeating
+    after 3 repeats once they have taken ``budget_s`` (a bf16 convolution
+    emulated on a CPU without bf16 can take 50 ms a call)."""
     for fn in fns:
         for _ in range(2):
             fn()
     times: List[List[float]] = [[] for _ in fns]
-    for _ in range(repeats):
+    start = time.perf_counter()
+    for r in range(repeats):
+        if r >= 3 and time.perf_counter() - start > budget_s:
+            break
         for fn, out in zip(fns, times):
             t0 = time.perf_counter()
             fn()

@@ -160,3 +160,17 @@ def test_predict_keeps_the_trace_of_a_model_it_profiles_for_the_calibration() ->
     pred = daydream.predict(build("mlp"), opt="amp", inputs=x, target=y, loss_fn=torch.nn.CrossEntropyLoss(),
                             warmup=1, active=1)
     assert any("replayed at their recorded shapes" in n for n in pred.notes), pred.notes
+
+
+def test_replay_timing_stops_repeating_slow_ops_after_its_budget() -> None:
+    import time
+
+    calls = []
+
+    def slow() -> None:
+        calls.append(1)
+        time.sleep(0.01)
+
+    times = calibrate._paired_median_times([slow, slow], repeats=50, budget_s=0.05)
+    assert len(times) == 2 and all(t >= 0.009 for t in times)
+    assert len(calls) <= 2 * (2 + 4)  # two warm-ups, then repeats until 3 are done and the budget is spent
