@@ -107,7 +107,7 @@ AMP_REPLAYED_OPS = (
     "aten::_scaled_dot_product_flash_attention_for_cpu",
     "aten::_scaled_dot_product_flash_attention_for_cpu_backward",
 )
-_FLOAT_TYPES = {"float": "float32", "double": "float64", "c10::BFloat16": "bfloat16", "c10::Half": "float16"}
+_FLOAT_TYPES = ("float", "double", "c10::BFloat16", "c10::Half")
 _INT_TYPES = {"long int": "int64", "int": "int32", "bool": "bool"}
 # Inputs that stay fp32 when the op runs in bf16: flash attention's logsumexp.
 _FP32_INPUTS = {"aten::_scaled_dot_product_flash_attention_for_cpu_backward": (5,)}
@@ -191,7 +191,9 @@ def _tensor(torch: Any, dims: Sequence[int], strides: Sequence[int], dtype: Any)
 
 
 def _replay_args(torch: Any, op: RecordedOp, dtype: Any) -> List[Any]:
-    """Inputs for ``op`` rebuilt from its record, floating tensors in ``dtype``."""
+    """Inputs for ``op`` rebuilt from its record, floating tensors in ``dtype``.
+    Raises ValueError for an op not recorded in fp32 (a step already in mixed
+    precision has nothing for amp to change)."""
     args: List[Any] = []
     for i, (dims, kind, strides, concrete) in enumerate(zip(op.dims, op.types, op.strides, op.concrete)):
         if i in _FP32_INPUTS.get(op.name, ()) and kind in _FLOAT_TYPES:
@@ -200,6 +202,8 @@ def _replay_args(torch: Any, op: RecordedOp, dtype: Any) -> List[Any]:
             args.append(_scalar(concrete, kind))
         elif kind == "":
             args.append(None)
+        elif kind in _FLOAT_TYPES and kind != "float":
+            raise ValueError(f"input {i} was recorded in {kind}, not fp32")
         elif kind in _FLOAT_TYPES or kind in _INT_TYPES:
             args.append(_tensor(torch, dims, strides, dtype if kind in _FLOAT_TYPES else
                                 getattr(torch, _INT_TYPES[kind])))

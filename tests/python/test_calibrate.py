@@ -80,6 +80,12 @@ def test_amp_op_factor_replays_the_recorded_op_in_fp32_and_bf16(op: RecordedOp) 
     assert calibrate.amp_op_factor(op, repeats=2) > 0
 
 
+def test_amp_op_factor_refuses_an_op_recorded_in_half_precision() -> None:
+    bf16 = dict(LINEAR_ADDMM, types=["c10::BFloat16"] * 3 + ["Scalar", "Scalar"])
+    with pytest.raises(ValueError, match="recorded in c10::BFloat16, not fp32"):
+        calibrate.amp_op_factor(_op(phase="forward", **bf16), repeats=1)
+
+
 def test_amp_op_factor_adds_the_weight_casts_and_their_gradients_to_a_forward_op(monkeypatch) -> None:
     calls = []
 
