@@ -199,7 +199,7 @@ def single_process(exp: str, name: str, a: argparse.Namespace) -> Dict[str, Any]
         extra.update(baseline=f"batch {batch}", optimized=f"batch {2 * batch}")
     elif exp == "amp":
         opt_step = amp_step(opt_model, x, y, loss_fn, adam(opt_model.parameters()))
-        pass_opt, options = "amp", {}  # daydream.predict measures cpu_gemm_factor here
+        pass_opt, options = "amp", {}  # daydream.predict measures cpu_op_factors here
         extra.update(baseline="fp32", optimized='torch.autocast("cpu", torch.bfloat16)')
     elif exp == "op_fusion":
         compiled = torch.compile(opt_model)
