@@ -63,6 +63,9 @@ BATCH = {"mlp": 256, "cnn": 16, "transformer": 8}
 DOC_BEGIN = "<!-- ground-truth:begin -->"
 DOC_END = "<!-- ground-truth:end -->"
 TARGET_MEDIAN, TARGET_MAX = 5.0, 15.0
+# Second predictions some rows carry, for comparison (same carry-over):
+# tensor_fusion with the pass's default network, amp with one GEMM ratio.
+ALTERNATIVE_PREDICTIONS = ("prediction_trace_fit", "prediction_gemm_ratio")
 MIB = 1024 * 1024
 
 
@@ -196,7 +199,7 @@ def single_process(exp: str, name: str, a: argparse.Namespace) -> Dict[str, Any]
         extra.update(baseline=f"batch {batch}", optimized=f"batch {2 * batch}")
     elif exp == "amp":
         opt_step = amp_step(opt_model, x, y, loss_fn, adam(opt_model.parameters()))
-        pass_opt, options = "amp", {}  # daydream.predict measures cpu_gemm_factor here
+        pass_opt, options = "amp", {}  # daydream.predict measures cpu_op_factors here
         extra.update(baseline="fp32", optimized='torch.autocast("cpu", torch.bfloat16)')
     elif exp == "op_fusion":
         compiled = torch.compile(opt_model)
@@ -219,6 +222,12 @@ def single_process(exp: str, name: str, a: argparse.Namespace) -> Dict[str, Any]
     prof = capture(base_step, base_model, base_opt, a.active)
     out = summarize(times, "baseline", "optimized")
     out["prediction"] = predict(prof, pass_opt, options)
+    if exp == "amp":
+        # The pass's fallback model for comparison: one bf16/fp32 GEMM ratio
+        # (three fixed torch.mm shapes) for every op instead of per-op factors.
+        from daydream.calibrate import amp_cpu_ratio  # noqa: PLC0415
+
+        out["prediction_gemm_ratio"] = predict(prof, pass_opt, {"cpu_gemm_factor": round(amp_cpu_ratio(), 4)})
     out["config"] = extra
     return out
 
@@ -361,10 +370,11 @@ def finish(row: Dict[str, Any]) -> Dict[str, Any]:
     )
     row["within_noise"] = abs(row["error_pct"]) <= noise
     additive(row)
-    alt = row.get("prediction_trace_fit")
-    if alt:
-        alt["predicted_ms"] = base / alt["speedup"]
-        alt["error_pct"] = 100.0 * (alt["predicted_ms"] - measured) / measured
+    for key in ALTERNATIVE_PREDICTIONS:
+        alt = row.get(key)
+        if alt:
+            alt["predicted_ms"] = base / alt["speedup"]
+            alt["error_pct"] = 100.0 * (alt["predicted_ms"] - measured) / measured
     return row
 
 
@@ -459,6 +469,13 @@ def table(rows: List[Dict[str, Any]], meta: Dict[str, Any]) -> str:
                             if r.get("two_plain_processes") else ""))
     if extra:
         lines += ["", "Two-process runs:", ""] + extra
+    amp = [r for r in rows if r.get("prediction_gemm_ratio") and "skipped" not in r]
+    if amp:
+        lines += ["", "amp with one bf16/fp32 GEMM ratio for every op (`cpu_gemm_factor` from "
+                  "`daydream.calibrate.amp_cpu_ratio`, the pass's fallback) instead of the per-op factors:", ""]
+        lines += [f"- {r['model']}: cpu_gemm_factor {r['prediction_gemm_ratio']['options']['cpu_gemm_factor']:.3f}, "
+                  f"predicted {r['prediction_gemm_ratio']['predicted_ms']:.3f} ms "
+                  f"({r['prediction_gemm_ratio']['error_pct']:+.1f}%)" for r in amp]
     s = meta["summary"]
     lines.append("")
     if s["count"]:
@@ -587,7 +604,9 @@ def main() -> int:
                 print(f"{exp:<16} {name:<12} predicted {row['predicted_ms']:8.3f} ms  measured "
                       f"{row['measured_ms']:8.3f} ms  error {row['error_pct']:+6.1f}%  noise ±{row['noise_pct']:.1f}%  "
                       f"(baseline {row['baseline']['median_ms']:.3f} ms, speed-up {row['predicted_speedup']:.3f} "
-                      f"predicted / {row['measured_speedup']:.3f} measured; {row['wall_s']:.0f} s)", flush=True)
+                      f"predicted / {row['measured_speedup']:.3f} measured; {row['wall_s']:.0f} s)"
+                      + (f" [one GEMM ratio: {row['prediction_gemm_ratio']['error_pct']:+.1f}%]"
+                         if row.get("prediction_gemm_ratio") else ""), flush=True)
     wall = time.perf_counter() - t0
     cmd = "python benchmarks/accuracy/run.py" + (" --quick" if a.quick else "") + (
         f" --steps {a.steps} --rounds {a.rounds}" if not a.quick else "")

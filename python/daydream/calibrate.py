@@ -5,7 +5,9 @@ network of the communication backend in use for ``data_parallel``,
 
 Example::
 
-    ratio = daydream.calibrate.amp_cpu_ratio()   # bf16 time / fp32 time for GEMMs here
+    factors = daydream.calibrate.amp_cpu_op_factors(graph)  # per op, at its recorded shapes
+    daydream.predict(graph, opt="amp", cpu_op_factors=daydream.calibrate.format_op_factors(factors))
+    ratio = daydream.calibrate.amp_cpu_ratio()   # one bf16/fp32 ratio for GEMMs here (the fallback)
     daydream.predict(graph, opt=f"amp:cpu_gemm_factor={ratio}")
 
     net = daydream.calibrate_network()           # gloo between 2 local processes
@@ -16,12 +18,17 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import gzip
+import json
+import logging
 import socket
 import statistics
 import time
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
-from ._core import DaydreamError
+from ._core import DaydreamError, Graph
+
+_log = logging.getLogger(__name__)
 
 
 def _torch() -> Any:
@@ -68,6 +75,250 @@ def amp_cpu_ratio(sizes: Sequence[Tuple[int, int, int]] = ((64, 256, 256), (256,
 
             ratios.append(_median_time(bf16, repeats) / _median_time(fp32, repeats))
     return float(statistics.median(ratios))
+
+
+def _paired_median_times(fns: Sequence[Callable[[], Any]], repeats: int, budget_s: float = 1.0) -> List[float]:
+    """Median time of each of ``fns``, run in turn within every repeat so that
+    load bursts on a shared machine hit them alike. Slow ones stop repeating
+    after 3 repeats once they have taken ``budget_s`` (a bf16 convolution
+    emulated on a CPU without bf16 can take 50 ms a call)."""
+    for fn in fns:
+        for _ in range(2):
+            fn()
+    times: List[List[float]] = [[] for _ in fns]
+    start = time.perf_counter()
+    for r in range(repeats):
+        if r >= 3 and time.perf_counter() - start > budget_s:
+            break
+        for fn, out in zip(fns, times):
+            t0 = time.perf_counter()
+            fn()
+            out.append(time.perf_counter() - t0)
+    return [statistics.median(t) for t in times]
+
+
+# The CPU ops whose bf16 cost amp_cpu_op_factors measures: the GEMMs,
+# convolutions and attention torch.autocast("cpu") runs in bf16, as they
+# appear as leaf ops of a recorded fp32 step, forward and backward (the
+# backward of a bf16 op gets bf16 gradients and runs in bf16 too).
+AMP_REPLAYED_OPS = (
+    "aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::addbmm",
+    "aten::mkldnn_convolution", "aten::convolution_backward",
+    "aten::_scaled_dot_product_flash_attention_for_cpu",
+    "aten::_scaled_dot_product_flash_attention_for_cpu_backward",
+)
+_FLOAT_TYPES = ("float", "double", "c10::BFloat16", "c10::Half")
+_INT_TYPES = {"long int": "int64", "int": "int32", "bool": "bool"}
+# Inputs that stay fp32 when the op runs in bf16: flash attention's logsumexp.
+_FP32_INPUTS = {"aten::_scaled_dot_product_flash_attention_for_cpu_backward": (5,)}
+
+
+@dataclasses.dataclass(frozen=True)
+class RecordedOp:
+    """One CPU op as the profiler recorded it with ``record_shapes=True``: its
+    name, the phase of its graph task, and per input the Kineto "Input Dims",
+    "Input type", "Input Strides" and "Concrete Inputs" entries."""
+
+    name: str
+    phase: str
+    dims: Tuple[Any, ...]
+    types: Tuple[str, ...]
+    strides: Tuple[Any, ...]
+    concrete: Tuple[str, ...]
+
+    @staticmethod
+    def from_event(event: Dict[str, Any], phase: str) -> "RecordedOp":
+        args = event.get("args", {})
+        dims = args.get("Input Dims") or []
+        n = len(dims)
+
+        def column(key: str, fill: Any) -> Tuple[Any, ...]:
+            values = list(args.get(key) or [])
+            return tuple(_frozen(v) for v in (values + [fill] * n)[:n])
+
+        return RecordedOp(event["name"], phase, tuple(_frozen(d) for d in dims), column("Input type", ""),
+                          column("Input Strides", []), column("Concrete Inputs", ""))
+
+    def weight_inputs(self) -> List[int]:
+        """Indexes of the inputs that are a module's parameters, which autocast
+        casts to bf16 once per forward (and their gradients back to fp32 in
+        backward): a forward linear's transposed weight (addmm's mat2 or mm's,
+        column-major, as F.linear passes weight.t()) with addmm's bias, and a
+        convolution's weight and bias."""
+        if self.phase != "forward":
+            return []
+        if self.name == "aten::mkldnn_convolution":
+            return [i for i in (1, 2) if i < len(self.dims) and self._is_float_tensor(i)]
+        mat2 = {"aten::addmm": 2, "aten::mm": 1}.get(self.name)
+        if mat2 is None or mat2 >= len(self.dims) or len(self.dims[mat2]) != 2:
+            return []
+        rows = self.dims[mat2][0]
+        if tuple(self.strides[mat2]) != (1, rows) or self.dims[mat2][1] == 1:
+            return []
+        return [0, mat2] if self.name == "aten::addmm" and self._is_float_tensor(0) else [mat2]
+
+    def _is_float_tensor(self, i: int) -> bool:
+        return self.types[i] in _FLOAT_TYPES and isinstance(self.dims[i], tuple) and len(self.dims[i]) > 0
+
+
+def _frozen(value: Any) -> Any:
+    return tuple(_frozen(v) for v in value) if isinstance(value, list) else value
+
+
+def _scalar(text: str, kind: str) -> Any:
+    """A Kineto "Concrete Inputs" entry: "1", "0.1", "True", "[1, 1]", "[True, False]"."""
+    text = text.strip()
+    if text in ("", "None"):
+        return None
+    if kind == "ScalarList":
+        return [_scalar(t, "Scalar") for t in text.strip("[]").split(",") if t.strip()]
+    if text in ("True", "False"):
+        return text == "True"
+    try:
+        return int(text)
+    except ValueError:
+        return float(text)
+
+
+def _tensor(torch: Any, dims: Sequence[int], strides: Sequence[int], dtype: Any) -> Any:
+    """A tensor of ``dims`` laid out with ``strides`` (contiguous when they
+    are not recorded), random where floating."""
+    if strides and len(strides) == len(dims):
+        t = torch.empty_strided(list(dims), list(strides), dtype=dtype)
+    else:
+        t = torch.empty(list(dims), dtype=dtype)
+    return t.copy_(torch.rand(t.shape)) if t.is_floating_point() else t.zero_()
+
+
+def _replay_args(torch: Any, op: RecordedOp, dtype: Any) -> List[Any]:
+    """Inputs for ``op`` rebuilt from its record, floating tensors in ``dtype``.
+    Raises ValueError for an op not recorded in fp32 (a step already in mixed
+    precision has nothing for amp to change)."""
+    args: List[Any] = []
+    for i, (dims, kind, strides, concrete) in enumerate(zip(op.dims, op.types, op.strides, op.concrete)):
+        if i in _FP32_INPUTS.get(op.name, ()) and kind in _FLOAT_TYPES:
+            args.append(_tensor(torch, dims, strides, torch.float32))
+        elif kind in ("Scalar", "ScalarList"):
+            args.append(_scalar(concrete, kind))
+        elif kind == "":
+            args.append(None)
+        elif kind in _FLOAT_TYPES and kind != "float":
+            raise ValueError(f"input {i} was recorded in {kind}, not fp32")
+        elif kind in _FLOAT_TYPES or kind in _INT_TYPES:
+            args.append(_tensor(torch, dims, strides, dtype if kind in _FLOAT_TYPES else
+                                getattr(torch, _INT_TYPES[kind])))
+        else:
+            raise ValueError(f"input type '{kind}'")
+    return args
+
+
+def _replay_call(torch: Any, op: RecordedOp, args: List[Any]) -> Callable[[], Any]:
+    """What autocast runs for ``op``: the recorded aten op itself, except that
+    a recorded oneDNN convolution is replayed as aten::convolution, which picks
+    its backend by dtype (bf16 may not take the oneDNN path)."""
+    if op.name == "aten::mkldnn_convolution":
+        x, w, b, padding, stride, dilation, groups = args
+        return lambda: torch.ops.aten.convolution(x, w, b, stride, padding, dilation, False, [0] * len(stride),
+                                                  groups)
+    fn = getattr(torch.ops.aten, op.name.split("::", 1)[1]).default
+    # The profiler records keyword-only arguments (addmm's beta and alpha) in
+    # schema order, like the positional ones.
+    schema = fn._schema.arguments
+    positional = [a for a, s in zip(args, schema) if not s.kwarg_only]
+    keywords = {s.name: a for a, s in zip(args, schema) if s.kwarg_only}
+    return lambda: fn(*positional, **keywords)
+
+
+def amp_op_factor(op: RecordedOp, repeats: int = 20) -> float:
+    """bf16-autocast time / fp32 time of one recorded op on this CPU: the op
+    replayed at its recorded shapes in fp32 and in bf16, plus, for a forward
+    op, autocast's casts of its weights to bf16 and of their gradients back to
+    fp32 (:meth:`RecordedOp.weight_inputs`). Raises ValueError or
+    RuntimeError when the op cannot be replayed."""
+    torch = _torch()
+    with torch.no_grad():
+        fp32 = _replay_call(torch, op, _replay_args(torch, op, torch.float32))
+        bf16 = _replay_call(torch, op, _replay_args(torch, op, torch.bfloat16))
+        fns = [fp32, bf16]
+        for i in op.weight_inputs():
+            w = _tensor(torch, op.dims[i], (), torch.float32)
+            w16 = w.to(torch.bfloat16)
+            fns += [lambda w=w: w.to(torch.bfloat16), lambda w16=w16: w16.to(torch.float32)]
+        times = _paired_median_times(fns, repeats)
+    return (times[1] + sum(times[2:])) / times[0]
+
+
+def _trace_events(path: str) -> List[Dict[str, Any]]:
+    """The events of a Kineto JSON trace that daydream's reader numbers (its
+    Task.trace_event): complete and instant events, in file order."""
+    opener: Any = gzip.open if path.endswith(".gz") else open
+    try:
+        with opener(path, "rt") as f:
+            data = json.load(f)
+    except (OSError, ValueError) as e:
+        raise DaydreamError(f"{path}: cannot read the trace the graph was built from: {e}") from e
+    events = data.get("traceEvents", []) if isinstance(data, dict) else data
+    return [e for e in events if isinstance(e, dict) and e.get("ph") in ("X", "i", "I")]
+
+
+def recorded_amp_ops(graph: Graph) -> Dict[int, RecordedOp]:
+    """The forward and backward CPU ops of ``graph`` whose bf16 cost
+    :func:`amp_cpu_op_factors` measures (:data:`AMP_REPLAYED_OPS`), by trace
+    event, read from the trace the graph was built from (``graph.source``,
+    recorded with shapes, as :class:`daydream.Profiler` records).
+
+    Raises DaydreamError when that trace cannot be read or does not match the graph."""
+    wanted: Dict[int, str] = {}
+    for i in range(graph.num_tasks):
+        t = graph.task(i)
+        if t["kind"] == "cpu_op" and t["phase"] in ("forward", "backward") and t["name"] in AMP_REPLAYED_OPS:
+            if t["trace_event"] >= 0:
+                wanted[int(t["trace_event"])] = t["phase"]
+    if not wanted:
+        return {}
+    events = _trace_events(graph.source)
+    out: Dict[int, RecordedOp] = {}
+    for index, phase in sorted(wanted.items()):
+        event = events[index] if index < len(events) else None
+        if event is None or event.get("name") not in AMP_REPLAYED_OPS:
+            raise DaydreamError(f"{graph.source}: event {index} is not the op the graph's task names; was the "
+                                "trace rewritten after the graph was built?")
+        if "Input Dims" in event.get("args", {}):
+            out[index] = RecordedOp.from_event(event, phase)
+    return out
+
+
+def amp_cpu_op_factors(graph: Graph, repeats: int = 20) -> Dict[int, float]:
+    """bf16-autocast / fp32 time factor of every matmul, convolution and
+    attention op of ``graph``'s forward and backward, by trace event: each
+    distinct op (name, phase, shapes, strides, scalar arguments) is replayed
+    once on this CPU (:func:`amp_op_factor`). Ops without recorded shapes or
+    that cannot be replayed get no factor. The ``amp`` pass takes the result
+    as its ``cpu_op_factors`` option (:func:`format_op_factors`).
+
+    Example::
+
+        factors = daydream.calibrate.amp_cpu_op_factors(prof.graph)
+    """
+    ops = recorded_amp_ops(graph)
+    by_op: Dict[RecordedOp, Optional[float]] = {}
+    out: Dict[int, float] = {}
+    for event, op in ops.items():
+        if op not in by_op:
+            try:
+                by_op[op] = amp_op_factor(op, repeats)
+            except (ValueError, RuntimeError, TypeError) as e:
+                _log.info("amp: %s %s not replayed: %s", op.name, list(op.dims), e)
+                by_op[op] = None
+        factor = by_op[op]
+        if factor is not None:
+            out[event] = factor
+    return out
+
+
+def format_op_factors(factors: Dict[int, float]) -> str:
+    """The ``amp`` pass's ``cpu_op_factors`` text: "EVENT=FACTOR;..."."""
+    return ";".join(f"{event}={factor:.4g}" for event, factor in sorted(factors.items()))
 
 
 @dataclasses.dataclass

@@ -335,10 +335,17 @@ def profile(
         graph = daydream.profile(model, torch.randn(32, 64))
         [layer.name for layer in graph.layers()]
     """
-    step = training_step(model, inputs, target, loss_fn, optimizer)
+    return profile_steps(training_step(model, inputs, target, loss_fn, optimizer), warmup, active, model=model,
+                         optimizer=optimizer).graph
+
+
+def profile_steps(step: Callable[[], Any], warmup: int, active: int, model: Any = None,
+                  optimizer: Any = None) -> "Profiler":
+    """Runs ``warmup + active`` calls of ``step`` under a :class:`Profiler` and
+    returns it: its graph's trace file lives as long as it does."""
     prof = Profiler(warmup=warmup, active=active, model=model, optimizer=optimizer)
     with prof:
         for _ in range(warmup + active):
             step()
             prof.step()
-    return prof.graph
+    return prof

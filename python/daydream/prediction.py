@@ -81,13 +81,13 @@ def _is_module(obj: Any) -> bool:
 
 
 def _baseline(subject: Any, inputs: Any, target: Any, loss_fn: Any, optimizer: Any, warmup: int,
-              active: int) -> Graph:
-    from .capture import Profiler, profile  # noqa: PLC0415 - torch only when needed
+              active: int) -> Any:
+    """The graph to predict for, or the Profiler that recorded it (which keeps
+    its trace file, read by calibrations, alive)."""
+    from .capture import Profiler, profile_steps, training_step  # noqa: PLC0415 - torch only when needed
 
-    if isinstance(subject, Graph):
+    if isinstance(subject, (Graph, Profiler)):
         return subject
-    if isinstance(subject, Profiler):
-        return subject.graph
     if isinstance(subject, (str, os.PathLike)):
         path = os.fspath(subject)
         if os.path.isdir(path):
@@ -97,15 +97,10 @@ def _baseline(subject: Any, inputs: Any, target: Any, loss_fn: Any, optimizer: A
     if _is_module(subject):
         if inputs is None:
             raise DaydreamError("predict(model, ...): pass inputs= (a batch the model takes)")
-        return profile(subject, inputs, target=target, loss_fn=loss_fn, optimizer=optimizer, warmup=warmup,
-                       active=active)
+        return profile_steps(training_step(subject, inputs, target, loss_fn, optimizer), warmup, active,
+                             model=subject, optimizer=optimizer)
     if callable(subject):
-        prof = Profiler(warmup=warmup, active=active, optimizer=optimizer)
-        with prof:
-            for _ in range(warmup + active):
-                subject()
-                prof.step()
-        return prof.graph
+        return profile_steps(subject, warmup, active, optimizer=optimizer)
     raise DaydreamError(f"predict: cannot predict for a {type(subject).__name__}: pass an nn.Module with inputs=, "
                         "a callable training step, a Graph, a Profiler or a trace path")
 
@@ -197,19 +192,37 @@ class Prediction:
                 + (f"<ul>{notes}</ul>" if notes else ""))
 
 
+def _calibrate_amp_cpu(graph: Graph, given: Dict[str, str]) -> str:
+    """amp on a CPU-only graph: the bf16/fp32 factor of each matmul,
+    convolution and attention op replayed at its recorded shapes on this CPU;
+    where the graph's trace cannot give them, one measured GEMM ratio."""
+    from . import calibrate  # noqa: PLC0415 - needs torch
+
+    try:
+        factors = calibrate.amp_cpu_op_factors(graph)
+        why = "no op with recorded shapes could be replayed"
+    except DaydreamError as e:
+        factors, why = {}, str(e)
+    if factors:
+        given["cpu_op_factors"] = calibrate.format_op_factors(factors)
+        values = sorted(factors.values())
+        return (f"amp: {len(factors)} matmul/convolution/attention ops replayed at their recorded shapes in fp32 "
+                f"and bf16 on this CPU (weight casts included): bf16 takes {values[0]:.2f}-{values[-1]:.2f}x "
+                "their fp32 time (daydream.calibrate.amp_cpu_op_factors)")
+    ratio = calibrate.amp_cpu_ratio()
+    given["cpu_gemm_factor"] = f"{ratio:.4f}"
+    return (f"amp: bf16 GEMMs on this CPU take {ratio:.2f}x their fp32 time (measured with torch.autocast; "
+            f"daydream.calibrate.amp_cpu_ratio; no per-op factors: {why})")
+
+
 def _calibrate(graph: Graph, requests: List[Tuple[str, Dict[str, str]]]) -> List[str]:
     """Fills in factors that must be measured on this machine: amp on a
-    CPU-only graph gets the CPU's measured bf16/fp32 GEMM ratio."""
+    CPU-only graph gets the CPU's measured bf16/fp32 factors."""
     notes = []
     cpu_only = all(r["kind"] != "gpu_stream" for r in graph.resources())
     for name, given in requests:
-        if name == "amp" and cpu_only and "cpu_gemm_factor" not in given:
-            from .calibrate import amp_cpu_ratio  # noqa: PLC0415 - needs torch
-
-            ratio = amp_cpu_ratio()
-            given["cpu_gemm_factor"] = f"{ratio:.4f}"
-            notes.append(f"amp: bf16 GEMMs on this CPU take {ratio:.2f}x their fp32 time (measured with "
-                         "torch.autocast; daydream.calibrate.amp_cpu_ratio)")
+        if name == "amp" and cpu_only and "cpu_gemm_factor" not in given and "cpu_op_factors" not in given:
+            notes.append(_calibrate_amp_cpu(graph, given))
     return notes
 
 
@@ -248,7 +261,8 @@ def predict(
         print(pred)
     """
     requests = _requests(opt, options)
-    graph = _baseline(subject, inputs, target, loss_fn, optimizer, warmup, active)
+    recorded = _baseline(subject, inputs, target, loss_fn, optimizer, warmup, active)
+    graph = recorded if isinstance(recorded, Graph) else recorded.graph
     calibration_notes = _calibrate(graph, requests)
     result = _core.predict(graph, requests)
     labels = [name + (":" + ",".join(f"{k}={v}" for k, v in given.items()) if given else "")

@@ -78,6 +78,7 @@ py::dict TaskDict(const Graph& g, int32_t i) {
   d["priority"] = t.priority;
   d["bytes"] = t.bytes;
   d["correlation"] = t.correlation;
+  d["trace_event"] = t.trace_event;
   return d;
 }
 

@@ -34,3 +34,149 @@ def test_calibrate_network_measures_gloo_between_local_processes() -> None:
 def test_calibrate_network_rejects_bad_arguments(kwargs, message) -> None:
     with pytest.raises(DaydreamError, match=message):
         daydream.calibrate_network(**kwargs)
+
+
+# --- amp on CPU: per-op bf16/fp32 factors replayed from the trace ---------------------------
+from daydream import calibrate  # noqa: E402
+from daydream.calibrate import RecordedOp  # noqa: E402
+
+
+def _op(name: str, phase: str, dims, strides, types=None, concrete=None) -> RecordedOp:
+    n = len(dims)
+    event = {"name": name, "args": {"Input Dims": dims, "Input Strides": strides,
+                                    "Input type": types or ["float"] * n, "Concrete Inputs": concrete or [""] * n}}
+    return RecordedOp.from_event(event, phase)
+
+
+LINEAR_ADDMM = dict(name="aten::addmm", dims=[[16], [8, 32], [32, 16], [], []], strides=[[1], [32, 1], [1, 32], [], []],
+                    types=["float", "float", "float", "Scalar", "Scalar"], concrete=["", "", "", "1", "1"])
+CONV = dict(name="aten::mkldnn_convolution", dims=[[2, 3, 8, 8], [4, 3, 3, 3], [4], [], [], [], []],
+            strides=[[192, 64, 8, 1], [27, 9, 3, 1], [1], [], [], [], []],
+            types=["float", "float", "float", "ScalarList", "ScalarList", "ScalarList", "Scalar"],
+            concrete=["", "", "", "[1, 1]", "[1, 1]", "[1, 1]", "1"])
+
+
+def test_recorded_op_weight_inputs_are_a_forward_linear_or_convolution_weight_and_bias() -> None:
+    assert _op(phase="forward", **LINEAR_ADDMM).weight_inputs() == [0, 2]
+    assert _op(phase="backward", **LINEAR_ADDMM).weight_inputs() == []  # backward: no cast of weights
+    assert _op(phase="forward", **CONV).weight_inputs() == [1, 2]
+    # mm of a transposed weight (a bias-free linear) and of two activations.
+    assert _op("aten::mm", "forward", [[8, 32], [32, 16]], [[32, 1], [1, 32]]).weight_inputs() == [1]
+    assert _op("aten::mm", "forward", [[8, 32], [32, 16]], [[32, 1], [16, 1]]).weight_inputs() == []
+
+
+@pytest.mark.parametrize("op", [
+    _op(phase="forward", **LINEAR_ADDMM),
+    _op(phase="forward", **CONV),
+    _op("aten::convolution_backward", "backward", [[2, 4, 8, 8], [2, 3, 8, 8], [4, 3, 3, 3]] + [[]] * 8,
+        [[256, 64, 8, 1], [192, 64, 8, 1], [27, 9, 3, 1]] + [[]] * 8,
+        ["float"] * 3 + ["ScalarList"] * 4 + ["Scalar", "ScalarList", "Scalar", "ScalarList"],
+        ["", "", "", "[4]", "[1, 1]", "[1, 1]", "[1, 1]", "False", "[0, 0]", "1", "[True, True, True]"]),
+    _op("aten::_scaled_dot_product_flash_attention_for_cpu_backward", "backward",
+        [[2, 2, 4, 8]] * 5 + [[2, 2, 4]] + [[]] * 4, [[64, 32, 8, 1]] * 5 + [[8, 4, 1]] + [[]] * 4,
+        ["float"] * 6 + ["Scalar", "Scalar", "", ""], [""] * 6 + ["0.", "False", "", ""]),
+], ids=["addmm", "convolution", "convolution_backward", "flash_attention_backward"])
+def test_amp_op_factor_replays_the_recorded_op_in_fp32_and_bf16(op: RecordedOp) -> None:
+    assert calibrate.amp_op_factor(op, repeats=2) > 0
+
+
+def test_amp_op_factor_refuses_an_op_recorded_in_half_precision() -> None:
+    bf16 = dict(LINEAR_ADDMM, types=["c10::BFloat16"] * 3 + ["Scalar", "Scalar"])
+    with pytest.raises(ValueError, match="recorded in c10::BFloat16, not fp32"):
+        calibrate.amp_op_factor(_op(phase="forward", **bf16), repeats=1)
+
+
+def test_amp_op_factor_adds_the_weight_casts_and_their_gradients_to_a_forward_op(monkeypatch) -> None:
+    calls = []
+
+    def fake_times(fns, repeats):  # fp32 op 1, bf16 op 2, each cast 0.25
+        calls.append(len(fns))
+        return [1.0, 2.0] + [0.25] * (len(fns) - 2)
+
+    monkeypatch.setattr(calibrate, "_paired_median_times", fake_times)
+    # Weight and bias: cast to bf16 in forward, their gradients back in backward.
+    assert calibrate.amp_op_factor(_op(phase="forward", **LINEAR_ADDMM)) == pytest.approx(3.0)
+    assert calibrate.amp_op_factor(_op(phase="backward", **LINEAR_ADDMM)) == pytest.approx(2.0)
+    assert calls == [6, 2]
+
+
+def _profiled_mlp(tmp_path):
+    torch = pytest.importorskip("torch")
+    from daydream.capture import training_step
+    from models import build
+
+    model = build("mlp")
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    step = training_step(model, torch.randn(16, 64), torch.randint(0, 10, (16,)), torch.nn.CrossEntropyLoss(), opt)
+    prof = daydream.Profiler(warmup=1, active=2, model=model, optimizer=opt)
+    with prof:
+        for _ in range(3):
+            step()
+            prof.step()
+    path = tmp_path / "mlp.json"
+    prof.save_trace(str(path))
+    return daydream.build_graph(path), path
+
+
+def test_amp_cpu_op_factors_cover_every_matmul_of_forward_and_backward_by_trace_event(tmp_path, monkeypatch) -> None:
+    graph, _ = _profiled_mlp(tmp_path)
+    replayed = []
+    monkeypatch.setattr(calibrate, "amp_op_factor", lambda op, repeats=20: replayed.append(op) or 1.5)
+    factors = calibrate.amp_cpu_op_factors(graph)
+    tasks = [graph.task(i) for i in range(graph.num_tasks)]
+    matmuls = {t["trace_event"] for t in tasks if t["name"] in ("aten::mm", "aten::addmm")
+               and t["phase"] in ("forward", "backward")}
+    assert matmuls and set(factors) == matmuls
+    assert all(f == 1.5 for f in factors.values())
+    # Each distinct op (name, phase, shapes) is replayed once: 3 linears forward, 2 iterations.
+    assert len(replayed) == len(set(replayed)) < len(matmuls)
+    assert calibrate.format_op_factors({7: 1.5, 3: 0.25}) == "3=0.25;7=1.5"
+
+
+def test_predict_amp_on_cpu_uses_the_per_op_factors_else_the_gemm_ratio(tmp_path) -> None:
+    graph, path = _profiled_mlp(tmp_path)
+    pred = daydream.predict(graph, opt="amp")
+    assert "cpu_op_factors=" in pred.opts[0] and "cpu_gemm_factor" not in pred.opts[0]
+    assert any("replayed at their recorded shapes" in n for n in pred.notes)
+    assert any("ops at the bf16/fp32 ratio measured for their shapes" in n for n in pred.notes)
+    path.unlink()  # the trace is gone: one measured GEMM ratio instead
+    pred = daydream.predict(graph, opt="amp")
+    assert "cpu_gemm_factor=" in pred.opts[0]
+    assert any("no per-op factors" in n and "cannot read the trace" in n for n in pred.notes)
+
+
+def test_amp_cpu_op_factors_refuse_a_trace_that_no_longer_matches_the_graph(tmp_path) -> None:
+    graph, path = _profiled_mlp(tmp_path)
+    path.write_text('{"traceEvents": [{"ph": "X", "name": "aten::relu", "ts": 1, "dur": 1, "pid": 1, "tid": 1}]}')
+    with pytest.raises(DaydreamError, match="is not the op the graph's task names"):
+        calibrate.amp_cpu_op_factors(graph)
+
+
+def test_predict_keeps_the_trace_of_a_model_it_profiles_for_the_calibration() -> None:
+    import gc
+
+    torch = pytest.importorskip("torch")
+    from daydream import prediction
+    from models import batch_for, build
+
+    x, y = batch_for("mlp")
+    recorded = prediction._baseline(build("mlp"), x, y, torch.nn.CrossEntropyLoss(), None, 1, 1)
+    gc.collect()  # a Profiler nobody holds would delete its trace
+    assert os.path.exists(recorded.graph.source)
+    pred = daydream.predict(build("mlp"), opt="amp", inputs=x, target=y, loss_fn=torch.nn.CrossEntropyLoss(),
+                            warmup=1, active=1)
+    assert any("replayed at their recorded shapes" in n for n in pred.notes), pred.notes
+
+
+def test_replay_timing_stops_repeating_slow_ops_after_its_budget() -> None:
+    import time
+
+    calls = []
+
+    def slow() -> None:
+        calls.append(1)
+        time.sleep(0.01)
+
+    times = calibrate._paired_median_times([slow, slow], repeats=50, budget_s=0.05)
+    assert len(times) == 2 and all(t >= 0.009 for t in times)
+    assert len(calls) <= 2 * (2 + 4)  # two warm-ups, then repeats until 3 are done and the budget is spent

@@ -1,10 +1,15 @@
 #include "daydream/passes/amp.h"
 
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "daydream/base/status_macros.h"
 #include "daydream/base/strings.h"
@@ -12,7 +17,6 @@
 
 namespace daydream {
 namespace {
-
 
 bool ContainsAny(std::string_view s, std::initializer_list<std::string_view> parts) {
   for (std::string_view p : parts) {
@@ -60,6 +64,38 @@ std::string Fixed(double v, int digits) {
   char buf[48];
   std::snprintf(buf, sizeof(buf), "%.*f", digits, v);
   return buf;
+}
+
+// trace event -> bf16/fp32 time factor of the op recorded by that event.
+using CpuOpFactors = absl::flat_hash_map<int64_t, double>;
+
+// Parses cpu_op_factors: "EVENT=FACTOR;EVENT=FACTOR;..." ("" is empty).
+absl::StatusOr<CpuOpFactors> ParseCpuOpFactors(const std::string& text) {
+  CpuOpFactors out;
+  size_t pos = 0;
+  while (pos < text.size()) {
+    size_t end = text.find(';', pos);
+    if (end == std::string::npos) end = text.size();
+    const std::string entry = text.substr(pos, end - pos);
+    pos = end + 1;
+    if (entry.find_first_not_of(" ") == std::string::npos) continue;
+    const char* s = entry.c_str();
+    char* after_event = nullptr;
+    char* after_factor = nullptr;
+    errno = 0;
+    const long long event = std::strtoll(s, &after_event, 10);
+    const bool has_eq = after_event != s && *after_event == '=';
+    const double factor = has_eq ? std::strtod(after_event + 1, &after_factor) : 0;
+    if (!has_eq || errno != 0 || event < 0 || after_factor == after_event + 1 ||
+        std::string_view(after_factor).find_first_not_of(" ") != std::string_view::npos || !std::isfinite(factor) ||
+        factor <= 0) {
+      return absl::InvalidArgumentError(StrCat("amp: cpu_op_factors: bad entry '", entry,
+                                               "' (expected TRACE_EVENT=FACTOR: an event index >= 0 and a "
+                                               "factor > 0, entries separated by ';')"));
+    }
+    out[event] = factor;
+  }
+  return out;
 }
 
 class AmpPass : public Pass {
@@ -137,11 +173,25 @@ class AmpPass : public Pass {
 
   absl::StatusOr<bool> RunCpu(Graph& graph, PassContext& context) {
     const double factor = o_.Double("cpu_gemm_factor");
-    std::vector<int32_t> ops;
+    DD_ASSIGN_OR_RETURN(const CpuOpFactors measured, ParseCpuOpFactors(o_.String("cpu_op_factors")));
+    // Per task: the factor measured for its trace event (its op at its
+    // recorded shapes), else cpu_gemm_factor for ops on autocast's list.
+    struct Op {
+      int32_t task;
+      double factor;
+      bool measured;
+    };
+    std::vector<Op> ops;
+    int64_t num_measured = 0;
     for (size_t i = 0; i < graph.tasks.size(); ++i) {
       const Task& t = graph.tasks[i];
-      if (t.kind == TaskKind::kCpuOp && t.phase != Phase::kOptimizer && IsCpuAutocastOp(graph.Str(t.name))) {
-        ops.push_back(static_cast<int32_t>(i));
+      if (t.kind != TaskKind::kCpuOp || t.phase == Phase::kOptimizer) continue;
+      const auto it = t.trace_event >= 0 ? measured.find(t.trace_event) : measured.end();
+      if (it != measured.end()) {
+        ops.push_back({static_cast<int32_t>(i), it->second, true});
+        ++num_measured;
+      } else if (IsCpuAutocastOp(graph.Str(t.name))) {
+        ops.push_back({static_cast<int32_t>(i), factor, false});
       }
     }
     if (ops.empty()) {
@@ -149,26 +199,47 @@ class AmpPass : public Pass {
           "amp: CPU-only graph without an op that CPU autocast runs in bf16 (looked for leaf ops aten::mm, addmm, "
           "bmm, baddbmm, matmul, linear, conv*, _convolution, convolution_backward, mkldnn_convolution, ...)");
     }
-    if (factor == 1.0) {
+    if (factor == 1.0 && num_measured == 0) {
       context.Note(StrCat("amp: ", ops.size(), " CPU matmul/convolution ops found, but cpu_gemm_factor is 1 (not "
-                          "calibrated): pass the bf16/fp32 time ratio measured on this CPU; the graph is unchanged"));
+                          "calibrated) and cpu_op_factors is empty: pass the bf16/fp32 time ratios measured on this "
+                          "CPU (daydream.calibrate.amp_cpu_op_factors); the graph is unchanged"));
       return false;
     }
-    TimeNs before = 0, after = 0;
+    TimeNs measured_before = 0, measured_after = 0, other_before = 0, other_after = 0;
+    double lo = 0, hi = 0;
     GraphEditor editor(graph);
-    for (int32_t t : ops) {
-      before += graph.tasks[static_cast<size_t>(t)].duration_ns;
-      editor.ScaleDuration(t, factor);
-      after += graph.tasks[static_cast<size_t>(t)].duration_ns;
+    for (const Op& op : ops) {
+      TimeNs& before = op.measured ? measured_before : other_before;
+      TimeNs& after = op.measured ? measured_after : other_after;
+      before += graph.tasks[static_cast<size_t>(op.task)].duration_ns;
+      editor.ScaleDuration(op.task, op.factor);
+      after += graph.tasks[static_cast<size_t>(op.task)].duration_ns;
+      if (op.measured) {
+        lo = lo == 0 ? op.factor : std::min(lo, op.factor);
+        hi = std::max(hi, op.factor);
+      }
     }
     if (editor.num_edits() == 0) {
-      context.Note("amp: the CPU ops are too short for cpu_gemm_factor to change them; the graph is unchanged");
+      context.Note("amp: the CPU ops are too short for their factors to change them; the graph is unchanged");
       return false;
     }
     DD_RETURN_IF_ERROR(editor.Commit());
-    context.Note(StrCat("amp: CPU-only graph: ", ops.size(), " matmul/convolution ops run in bf16, x ",
-                        Fixed(factor, 3), " (cpu_gemm_factor): ", Fixed(NsToMs(before), 2), " -> ",
-                        Fixed(NsToMs(after), 2), " ms"));
+    const int64_t num_other = static_cast<int64_t>(ops.size()) - num_measured;
+    std::string note = "amp: CPU-only graph";
+    if (num_measured > 0) {
+      StrAppend(&note, ": ", num_measured, " ops at the bf16/fp32 ratio measured for their shapes (cpu_op_factors, x ",
+                Fixed(lo, 3), "-", Fixed(hi, 3), "): ", Fixed(NsToMs(measured_before), 2), " -> ",
+                Fixed(NsToMs(measured_after), 2), " ms");
+    }
+    if (num_other > 0 && factor == 1.0) {
+      StrAppend(&note, "; ", num_other, " matmul/convolution ops without a measured factor (wrappers such as "
+                "aten::linear, ops not replayed) unchanged: cpu_gemm_factor is 1");
+    } else if (num_other > 0) {
+      StrAppend(&note, num_measured > 0 ? "; " : ": ", num_other, " matmul/convolution ops run in bf16, x ",
+                Fixed(factor, 3), " (cpu_gemm_factor): ", Fixed(NsToMs(other_before), 2), " -> ",
+                Fixed(NsToMs(other_after), 2), " ms");
+    }
+    context.Note(note);
     return true;
   }
 
@@ -251,16 +322,22 @@ PassInfo AmpPassInfo() {
       "dropout, pooling, copy/cast/layout kernels) and device-to-device copies take mem_factor (0.5: half the "
       "bytes). Kernels already in fp16/bf16, optimizer kernels (AMP keeps fp32 master weights), "
       "communication, host copies and CPU work are unchanged; the cast kernels autocast adds and GradScaler's "
-      "unscale step are not modelled. CPU-only graphs: the leaf ops CPU autocast runs in bf16 (aten::mm, "
-      "addmm, bmm, matmul, linear, conv*, _convolution, mkldnn_convolution, ...) take cpu_gemm_factor, a ratio "
-      "to be measured on the CPU (1: not calibrated, no change). Source: Daydream (USENIX ATC'20) AMP model "
+      "unscale step are not modelled. CPU-only graphs: an op with a factor in cpu_op_factors (keyed by its "
+      "trace event; daydream.calibrate.amp_cpu_op_factors replays each matmul, convolution and attention op "
+      "of the forward and backward at its recorded shapes in fp32 and in bf16 on this CPU, the casts of its "
+      "weights to bf16 and of their gradients back included) takes that factor; the other leaf ops CPU "
+      "autocast runs in bf16 (aten::mm, addmm, bmm, matmul, linear, conv*, _convolution, mkldnn_convolution, "
+      "...) take cpu_gemm_factor (1: not calibrated, no change); everything else is unchanged. Source: Daydream (USENIX ATC'20) AMP model "
       "(compute-bound x 1/3, memory-bound x 1/2); PyTorch autocast op lists.";
   info.options = {
       {"gemm_factor", OptionType::kDouble, "0",
        "time factor for fp32 GEMM/convolution kernels (0: by the device's compute capability)"},
       {"mem_factor", OptionType::kDouble, "0.5", "time factor for memory-bound kernels and DtoD copies"},
       {"cpu_gemm_factor", OptionType::kDouble, "1",
-       "time factor for bf16-autocast CPU ops on CPU-only graphs (1: not calibrated)"},
+       "time factor for bf16-autocast CPU ops on CPU-only graphs without a measured factor (1: not calibrated)"},
+      {"cpu_op_factors", OptionType::kString, "",
+       "CPU-only graphs: bf16/fp32 time factors measured per op at its recorded shapes, as "
+       "TRACE_EVENT=FACTOR;... (daydream.calibrate.amp_cpu_op_factors; \"\": none)"},
   };
   info.create = [](const PassOptions& o) -> absl::StatusOr<std::unique_ptr<Pass>> {
     return std::unique_ptr<Pass>(new AmpPass(o));

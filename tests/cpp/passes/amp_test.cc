@@ -269,6 +269,59 @@ TEST_CASE("amp on a CPU-only graph scales the ops autocast runs in bf16 by the c
   }
 }
 
+TEST_CASE("amp on a CPU-only graph scales each op by the factor measured for its trace event", "[amp]") {
+  Fixture f(/*gpu=*/false);
+  const int32_t addmm = f.CpuOp("aten::addmm", 1000 * kUs);
+  const int32_t conv = f.CpuOp("aten::mkldnn_convolution", 2000 * kUs);
+  const int32_t conv_tail = f.CpuOp("aten::mkldnn_convolution", 400 * kUs);  // a self-time stretch, same event
+  const int32_t linear = f.CpuOp("aten::linear", 100 * kUs);                 // a wrapper: nothing measured
+  const int32_t grad = f.CpuOp("aten::convolution_backward", 3000 * kUs, Phase::kBackward);
+  const int32_t step = f.CpuOp("aten::addmm", 100 * kUs, Phase::kOptimizer);
+  f.g.tasks[static_cast<size_t>(addmm)].trace_event = 10;
+  f.g.tasks[static_cast<size_t>(conv)].trace_event = 11;
+  f.g.tasks[static_cast<size_t>(conv_tail)].trace_event = 11;
+  f.g.tasks[static_cast<size_t>(linear)].trace_event = 12;
+  f.g.tasks[static_cast<size_t>(grad)].trace_event = 13;
+  f.g.tasks[static_cast<size_t>(step)].trace_event = 14;
+  f.Finish();
+  const OptionMap table = {{"cpu_op_factors", "10=2.5; 11=0.5;13=6;14=3"}};
+
+  SECTION("measured factors; the ops without one keep cpu_gemm_factor's default 1") {
+    REQUIRE(f.Run(table).value());
+    // The optimizer keeps fp32 master weights: its entry is ignored.
+    const std::vector<std::pair<int32_t, TimeNs>> expected = {
+        {addmm, 2500 * kUs}, {conv, 1000 * kUs}, {conv_tail, 200 * kUs},
+        {linear, 100 * kUs}, {grad, 18000 * kUs}, {step, 100 * kUs}};
+    for (const auto& [task, duration] : expected) {
+      INFO(f.g.TaskName(task));
+      CHECK(f.Duration(task) == duration);
+    }
+    const std::string notes = AllNotes(f.context);
+    INFO(notes);
+    CHECK_THAT(notes, Catch::Contains("4 ops at the bf16/fp32 ratio measured for their shapes"));
+    CHECK_THAT(notes, Catch::Contains("x 0.500-6.000"));
+    CHECK_THAT(notes, Catch::Contains("1 matmul/convolution ops without a measured factor"));
+  }
+  SECTION("with cpu_gemm_factor too: it applies to the listed ops without a measured factor") {
+    OptionMap options = table;
+    options["cpu_gemm_factor"] = "0.8";
+    REQUIRE(f.Run(options).value());
+    CHECK(f.Duration(addmm) == 2500 * kUs);
+    CHECK(f.Duration(linear) == 80 * kUs);
+    CHECK_THAT(AllNotes(f.context), Catch::Contains("1 matmul/convolution ops run in bf16, x 0.800"));
+  }
+  SECTION("a malformed table is an error that shows the entry and leaves the graph alone") {
+    for (const char* bad : {"10", "10=", "=2", "x=2", "10=0", "10=-1", "-3=2", "10=2x", "10=nan", "10=2;11"}) {
+      INFO(bad);
+      absl::StatusOr<bool> r = f.Run({{"cpu_op_factors", bad}});
+      REQUIRE_FALSE(r.ok());
+      CHECK(r.status().code() == absl::StatusCode::kInvalidArgument);
+      CHECK_THAT(std::string(r.status().message()), Catch::Contains("cpu_op_factors: bad entry"));
+      CHECK(f.Duration(addmm) == 1000 * kUs);
+    }
+  }
+}
+
 TEST_CASE("amp on a CPU-only graph without matmul or convolution ops is an error naming them", "[amp]") {
   Fixture f(/*gpu=*/false);
   f.CpuOp("aten::relu", 100 * kUs);
