@@ -410,8 +410,10 @@ bool GraphEditor::StructureChanged() const {
 
 absl::Status GraphEditor::Commit() {
   // Edits of durations, gaps or priorities only: compacting would copy the
-  // graph unchanged and rebuild the same adjacency.
-  if (StructureChanged()) Compact();
+  // graph unchanged and rebuild the same adjacency, and they change nothing
+  // the structural checks look at.
+  if (!StructureChanged()) return absl::OkStatus();
+  Compact();
   DD_RETURN_IF_ERROR(graph_.Validate());
   return ValidateResourceChains(graph_);
 }
