@@ -566,7 +566,12 @@ class Builder {
         }
       }
     }
-    for (const auto& [corr, e] : correlation_event_) {
+    // In event order, so that the warning's example is the same every run.
+    std::vector<std::pair<int32_t, int64_t>> launchers;  // (event, correlation)
+    launchers.reserve(correlation_event_.size());
+    for (const auto& [corr, e] : correlation_event_) launchers.emplace_back(e, corr);
+    std::sort(launchers.begin(), launchers.end());
+    for (const auto& [e, corr] : launchers) {
       const std::string_view name = trace_.Str(Ev(e).name);
       const bool launches = Contains(name, "Launch") ||
                             ((Contains(name, "Memcpy") || Contains(name, "Memset")) &&
