@@ -28,14 +28,18 @@ EdgeKind BypassKind(EdgeKind into, EdgeKind out) {
   return EdgeKind::kData;
 }
 
-// True when `graph` holds an edge that Commit's compaction drops: one with
-// no lag that repeats the (from, to, kind) of an earlier edge. Reads the
-// adjacency, whose out-edges of a task are in edge-index order.
+// True when `graph` holds an edge that Commit's compaction drops: a task's
+// edge to itself, or one with no lag that repeats the (from, to, kind) of an
+// earlier edge. Reads the adjacency, whose out-edges of a task are in
+// edge-index order.
 bool HasRedundantEdge(const Graph& graph) {
   constexpr size_t kPairwise = 16;  // out-degrees up to this are compared pair by pair
   std::vector<std::pair<std::pair<int32_t, EdgeKind>, int32_t>> sorted;  // ((to, kind), edge)
   for (size_t t = 0; t < graph.tasks.size(); ++t) {
     const EdgeRange out = graph.out_edges(static_cast<int32_t>(t));
+    for (int32_t e : out) {
+      if (graph.edges[static_cast<size_t>(e)].to == static_cast<int32_t>(t)) return true;
+    }
     if (out.size() < 2) continue;
     if (out.size() <= kPairwise) {
       for (const int32_t* j = out.begin() + 1; j != out.end(); ++j) {

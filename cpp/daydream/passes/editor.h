@@ -114,9 +114,9 @@ class GraphEditor {
   // True when Commit must compact: a task or edge was added or removed, or an
   // edge is redundant (see Compact).
   bool StructureChanged() const;
-  // Drops removed tasks and edges and redundant edges (a lag-free repeat of
-  // an earlier edge's ends and kind), renumbers in order, remaps tensors and
-  // iterations, rebuilds the adjacency.
+  // Drops removed tasks and edges and redundant edges (a task's edge to
+  // itself, a lag-free repeat of an earlier edge's ends and kind), renumbers
+  // in order, remaps tensors and iterations, rebuilds the adjacency.
   void Compact();
   // A live task of `iteration` other than `task`: the first (or last) by id.
   int32_t OtherTaskOfIteration(int32_t task, int32_t iteration, bool first) const;

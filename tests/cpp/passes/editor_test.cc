@@ -871,18 +871,20 @@ TEST_CASE("Commit after duration edits only keeps the graph's ids, edges and adj
   CHECK(std::vector<int32_t>(f.g.in_edges(k).begin(), f.g.in_edges(k).end()) == in_k);
 }
 
-TEST_CASE("Commit after duration edits still drops an edge that repeats an earlier one", "[editor]") {
+TEST_CASE("Commit after duration edits still drops what compaction drops", "[editor]") {
   Fixture f;
   const int32_t a = f.Add("a", f.cpu);
   const int32_t k = f.Add("k", f.gpu, 40);
   f.g.AddEdge(a, k, EdgeKind::kLaunch, 2);
-  f.g.AddEdge(a, k, EdgeKind::kLaunch);  // no lag: redundant
+  SECTION("an edge that repeats an earlier one without a lag") { f.g.AddEdge(a, k, EdgeKind::kLaunch); }
+  SECTION("a task's edge to itself") { f.g.AddEdge(k, k, EdgeKind::kData); }
   GraphEditor editor(f.g);
   editor.ScaleDuration(k, 0.5);
   f.Commit(editor);
   REQUIRE(f.g.edges.size() == 1);
   CHECK(f.g.edges[0].lag_ns == 2);
   CHECK(f.g.out_edges(a).size() == 1);
+  CHECK(f.g.out_edges(k).size() == 0);
 }
 
 TEST_CASE("KernelFunctionName keeps the function, not its types, parameters or anonymous namespaces", "[editor]") {
