@@ -18,22 +18,40 @@
 // serialized graph (serialize/deserialize/save/load); events/s counts the
 // trace records the reader keeps (complete + instant events + flow endpoints);
 // tasks/s counts graph tasks.
+//
+// BM_PredictLoop is a what-if search: 100 variants, each a copy of the graph,
+// the scale pass (gpu factor 0.50 ... 0.99) through a Pipeline, and a
+// simulation.
+//
+// `daydream_bench --check TRACE...` runs no benchmark: for each trace it prints
+// one line of digests (FNV-1a) of everything the stages produce: the Trace;
+// the serialized Graph; its warnings (kinds and counts) and, apart, their
+// first examples; the Schedule and ReplayReport; three predict-loop variants;
+// one Predict. Where a stage fails, the line ends with its error.
+// Optimizations must leave these lines unchanged (benchmarks/check_outputs.sh
+// compares them with a saved reference).
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <utility>
+#include <vector>
 
 #include <benchmark/benchmark.h>
 
+#include "daydream/analysis/predict.h"
 #include "daydream/base/file_io.h"
 #include "daydream/graph/builder.h"
 #include "daydream/graph/graph.h"
 #include "daydream/graph/serialization.h"
+#include "daydream/passes/pass.h"
+#include "daydream/passes/pipeline.h"
 #include "daydream/sim/replay.h"
 #include "daydream/sim/simulator.h"
 #include "daydream/trace/file_source.h"
@@ -298,6 +316,41 @@ void SetGraphBytesCounters(benchmark::State& state, const daydream::Graph& graph
   SetTaskCounters(state, graph);
 }
 
+// One what-if variant: a copy of `baseline`, scaled by `gpu_factor` on GPU
+// kernels, simulated.
+absl::StatusOr<daydream::Schedule> ScaledVariant(const daydream::Graph& baseline, double gpu_factor,
+                                                 daydream::Graph* variant) {
+  auto pass = daydream::CreatePass("scale", {{"gpu", std::to_string(gpu_factor)}});
+  if (!pass.ok()) return pass.status();
+  daydream::Pipeline pipeline;
+  pipeline.AddPass(*std::move(pass));
+  *variant = baseline;
+  daydream::PassContext context;
+  if (auto changed = pipeline.Run(*variant, context); !changed.ok()) return changed.status();
+  return daydream::Simulate(*variant);
+}
+
+constexpr int kPredictVariants = 100;
+
+// A search loop: kPredictVariants x (copy graph + scale pass + simulate).
+void BM_PredictLoop(benchmark::State& state) {
+  const daydream::Graph& graph = GetGraph();
+  for (auto _ : state) {
+    for (int i = 0; i < kPredictVariants; ++i) {
+      daydream::Graph variant;
+      auto schedule = ScaledVariant(graph, 0.5 + 0.005 * i, &variant);
+      if (!schedule.ok()) {
+        state.SkipWithError(std::string(schedule.status().message()).c_str());
+        return;
+      }
+      benchmark::DoNotOptimize(schedule->makespan_ns);
+    }
+  }
+  state.counters["variants/s"] = benchmark::Counter(static_cast<double>(kPredictVariants),
+                                                    benchmark::Counter::kIsIterationInvariantRate);
+  SetTaskCounters(state, graph);
+}
+
 // Graph -> protobuf bytes.
 void BM_SerializeGraph(benchmark::State& state) {
   const daydream::Graph& graph = GetGraph();
@@ -403,6 +456,7 @@ void Register() {
   benchmark::RegisterBenchmark("BM_BuildGraph", BM_BuildGraph)->Unit(kMillisecond)->UseRealTime();
   benchmark::RegisterBenchmark("BM_Simulate", BM_Simulate)->Unit(kMillisecond)->UseRealTime();
   benchmark::RegisterBenchmark("BM_Replay", BM_Replay)->Unit(kMillisecond)->UseRealTime();
+  benchmark::RegisterBenchmark("BM_PredictLoop", BM_PredictLoop)->Unit(kMillisecond)->UseRealTime();
   benchmark::RegisterBenchmark("BM_SerializeGraph", BM_SerializeGraph)->Unit(kMillisecond)->UseRealTime();
   benchmark::RegisterBenchmark("BM_DeserializeGraph", BM_DeserializeGraph)->Unit(kMillisecond)->UseRealTime();
   benchmark::RegisterBenchmark("BM_SaveGraph", BM_SaveGraph)->Unit(kMillisecond)->UseRealTime();
@@ -416,9 +470,194 @@ void Register() {
   }
 }
 
+// --- --check: digests of every stage's output ---------------------------------
+
+class Digest {
+ public:
+  void Bytes(const void* data, size_t n) {
+    const auto* p = static_cast<const unsigned char*>(data);
+    for (size_t i = 0; i < n; ++i) h_ = (h_ ^ p[i]) * 1099511628211ULL;
+  }
+  void Str(std::string_view s) {
+    Int(static_cast<int64_t>(s.size()));
+    Bytes(s.data(), s.size());
+  }
+  void Int(int64_t v) { Bytes(&v, sizeof(v)); }
+  void Real(double v) { Bytes(&v, sizeof(v)); }
+  template <typename T>
+  void Ints(const std::vector<T>& v) {
+    Int(static_cast<int64_t>(v.size()));
+    for (const T& x : v) Int(static_cast<int64_t>(x));
+  }
+  std::string Hex() const {
+    char buf[17];
+    std::snprintf(buf, sizeof(buf), "%016llx", static_cast<unsigned long long>(h_));
+    return buf;
+  }
+
+ private:
+  uint64_t h_ = 1469598103934665603ULL;
+};
+
+// Kinds and counts; the first example of each kind when `examples`.
+void DigestWarnings(Digest& d, const daydream::Warnings& w, bool examples) {
+  for (const daydream::WarningCount& c : w.items()) {
+    d.Str(c.kind);
+    d.Int(c.count);
+    if (examples) d.Str(c.example);
+  }
+}
+
+std::string TraceDigest(const daydream::Trace& t) {
+  Digest d;
+  d.Str(t.path);
+  d.Str(t.trace_name);
+  d.Int(t.schema_version);
+  d.Int(t.base_time_ns);
+  d.Int(t.rank);
+  d.Int(t.world_size);
+  d.Str(t.backend);
+  d.Int(t.rank_from_file_name);
+  for (const daydream::DeviceProperties& p : t.devices) {
+    d.Int(p.id);
+    d.Str(p.name);
+    d.Int(p.total_global_mem);
+    d.Int(p.compute_major);
+    d.Int(p.compute_minor);
+    d.Int(p.num_sms);
+  }
+  for (const daydream::TraceTrack& k : t.tracks) {
+    for (int64_t v : {k.pid, k.tid, int64_t{k.pid_is_text}, int64_t{k.tid_is_text}, int64_t{k.pid_text},
+                      int64_t{k.tid_text}, int64_t{k.process_name}, int64_t{k.process_label},
+                      int64_t{k.thread_name}, k.sort_index, int64_t{k.gpu}, k.num_events}) {
+      d.Int(v);
+    }
+  }
+  for (const daydream::TraceEvent& e : t.events) {
+    for (int64_t v : {e.ts_ns, e.dur_ns, e.correlation, e.external_id, e.sequence_number, e.fwd_thread_id,
+                      e.record_function_id, e.stream, e.bytes, e.in_msg_nelems, e.out_msg_nelems, e.wait_on_stream,
+                      e.wait_on_event_record_correlation, int64_t{e.name}, int64_t{e.input_dims},
+                      int64_t{e.input_types}, int64_t{e.collective_name}, int64_t{e.dtype}, int64_t{e.sync_kind},
+                      int64_t{e.track}, int64_t{e.device}, int64_t{e.group_size}, e.grid_blocks,
+                      int64_t{e.block_threads}, static_cast<int64_t>(e.kind), int64_t{e.instant}}) {
+      d.Int(v);
+    }
+  }
+  for (const daydream::TraceFlow& f : t.flows) {
+    for (int64_t v : {f.id, f.ts_ns, int64_t{f.category}, int64_t{f.track}, int64_t{f.phase}}) d.Int(v);
+  }
+  for (size_t i = 0; i < t.strings.size(); ++i) d.Str(t.strings.Get(static_cast<daydream::StringId>(i)));
+  DigestWarnings(d, t.warnings, true);
+  return d.Hex();
+}
+
+void DigestSchedule(Digest& d, const daydream::Schedule& s) {
+  d.Ints(s.start_ns);
+  d.Ints(s.end_ns);
+  d.Ints(s.binding_task);
+  d.Ints(s.binding_kind);
+  d.Ints(s.binding_edge);
+  d.Ints(s.busy_ns);
+  d.Int(s.makespan_ns);
+  d.Int(s.last_task);
+}
+
+void DigestShares(Digest& d, const std::vector<daydream::TimeShare>& shares) {
+  for (const daydream::TimeShare& s : shares) {
+    d.Str(s.name);
+    d.Int(s.time_ns);
+  }
+}
+
+void DigestReport(Digest& d, const daydream::ReplayReport& r) {
+  for (const daydream::IterationReplay& it : r.iterations) {
+    d.Str(it.name);
+    for (int64_t v : {it.measured_ns, it.replayed_ns, it.begin_ns, it.end_ns, it.gpu_measured_ns, it.gpu_replayed_ns,
+                      it.device_period_measured_ns, it.device_period_replayed_ns, it.launch_wait_replayed_ns,
+                      it.step_measured_ns, it.step_replayed_ns}) {
+      d.Int(v);
+    }
+    d.Real(it.error_pct);
+  }
+  d.Int(r.whole_trace);
+  d.Real(r.median_error_pct);
+  d.Real(r.mean_error_pct);
+  d.Int(r.makespan_ns);
+  d.Int(r.gpu_start_error_p50_ns);
+  d.Int(r.gpu_start_error_p95_ns);
+  const daydream::CriticalPathSummary& c = r.critical_path;
+  d.Int(c.length_ns);
+  d.Int(c.num_tasks);
+  for (const auto* shares : {&c.by_kind, &c.by_phase, &c.by_resource, &c.top_tasks}) DigestShares(d, *shares);
+}
+
+// One line for `path`: "<path> trace=... graph=... replay=... variants=... predict=..."
+// (each an FNV-1a digest), or the first error.
+std::string CheckLine(const std::string& path) {
+  std::string line = path;
+  auto fail = [&](const char* stage, const absl::Status& s) {
+    return line + " " + stage + "_error=" + std::string(s.message());
+  };
+  auto trace = daydream::ReadTraceFile(path);
+  if (!trace.ok()) return fail("read", trace.status());
+  line += " records=" + std::to_string(Records(*trace)) + " trace=" + TraceDigest(*trace);
+  auto graph = daydream::BuildGraph(*trace);
+  if (!graph.ok()) return fail("build", graph.status());
+  auto bytes = daydream::SerializeGraph(*graph);
+  if (!bytes.ok()) return fail("serialize", bytes.status());
+  Digest g, w, x;
+  g.Str(*bytes);
+  DigestWarnings(w, graph->warnings, false);
+  DigestWarnings(x, graph->warnings, true);
+  line += " tasks=" + std::to_string(graph->tasks.size()) + " edges=" + std::to_string(graph->edges.size()) +
+          " graph=" + g.Hex() + " warnings=" + w.Hex() + " warning_examples=" + x.Hex();
+  auto schedule = daydream::Simulate(*graph);
+  if (!schedule.ok()) return fail("simulate", schedule.status());
+  auto report = daydream::Replay(*graph);
+  if (!report.ok()) return fail("replay", report.status());
+  Digest r;
+  DigestSchedule(r, *schedule);
+  DigestReport(r, *report);
+  line += " makespan_ns=" + std::to_string(report->makespan_ns) + " replay=" + r.Hex();
+  Digest v;
+  for (double f : {0.5, 0.75, 1.5}) {
+    daydream::Graph variant;
+    auto s = ScaledVariant(*graph, f, &variant);
+    if (!s.ok()) return fail("variant", s.status());
+    auto vb = daydream::SerializeGraph(variant);
+    if (!vb.ok()) return fail("variant", vb.status());
+    v.Str(*vb);
+    DigestSchedule(v, *s);
+  }
+  line += " variants=" + v.Hex();
+  auto p = daydream::Predict(*graph, {{"scale", {{"gpu", "0.5"}, {"cpu", "0.8"}}}});
+  if (!p.ok()) return fail("predict", p.status());
+  Digest pd;
+  for (const std::string& n : p->notes) pd.Str(n);
+  for (int64_t x : {p->measured_ns, p->replayed_ns, p->predicted_ns}) pd.Int(x);
+  pd.Real(p->speedup);
+  for (const daydream::IterationPrediction& it : p->iterations) {
+    pd.Str(it.name);
+    for (int64_t x : {it.measured_ns, it.replayed_ns, it.predicted_ns}) pd.Int(x);
+  }
+  for (const auto* b : {&p->before, &p->after}) {
+    DigestShares(pd, b->by_phase);
+    DigestShares(pd, b->by_resource);
+  }
+  DigestReport(pd, p->baseline_report);
+  DigestReport(pd, p->predicted_report);
+  DigestSchedule(pd, p->predicted_schedule);
+  line += " predict=" + pd.Hex();
+  return line;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (argc > 1 && std::string(argv[1]) == "--check") {
+    for (int i = 2; i < argc; ++i) std::printf("%s\n", CheckLine(argv[i]).c_str());
+    return 0;
+  }
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   In().path = TracePath();

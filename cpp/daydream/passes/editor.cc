@@ -4,6 +4,8 @@
 #include <cmath>
 #include <regex>
 #include <tuple>
+#include <utility>
+#include <vector>
 
 #include "absl/container/flat_hash_set.h"
 #include "daydream/base/status_macros.h"
@@ -24,6 +26,45 @@ EdgeKind BypassKind(EdgeKind into, EdgeKind out) {
   if (into == EdgeKind::kThread && out == EdgeKind::kThread) return EdgeKind::kThread;
   if (into == EdgeKind::kStreamWait && out == EdgeKind::kStreamWait) return EdgeKind::kStreamWait;
   return EdgeKind::kData;
+}
+
+// True when `graph` holds an edge that Commit's compaction drops: a task's
+// edge to itself, or one with no lag that repeats the (from, to, kind) of an
+// earlier edge. Reads the adjacency, whose out-edges of a task are in
+// edge-index order.
+bool HasRedundantEdge(const Graph& graph) {
+  constexpr size_t kPairwise = 16;  // out-degrees up to this are compared pair by pair
+  std::vector<std::pair<std::pair<int32_t, EdgeKind>, int32_t>> sorted;  // ((to, kind), edge)
+  for (size_t t = 0; t < graph.tasks.size(); ++t) {
+    const EdgeRange out = graph.out_edges(static_cast<int32_t>(t));
+    for (int32_t e : out) {
+      if (graph.edges[static_cast<size_t>(e)].to == static_cast<int32_t>(t)) return true;
+    }
+    if (out.size() < 2) continue;
+    if (out.size() <= kPairwise) {
+      for (const int32_t* j = out.begin() + 1; j != out.end(); ++j) {
+        const Edge& b = graph.edges[static_cast<size_t>(*j)];
+        if (b.lag_ns != 0) continue;
+        for (const int32_t* i = out.begin(); i != j; ++i) {
+          const Edge& a = graph.edges[static_cast<size_t>(*i)];
+          if (a.to == b.to && a.kind == b.kind) return true;
+        }
+      }
+      continue;
+    }
+    sorted.clear();
+    for (int32_t e : out) {
+      const Edge& edge = graph.edges[static_cast<size_t>(e)];
+      sorted.push_back({{edge.to, edge.kind}, e});
+    }
+    std::sort(sorted.begin(), sorted.end());
+    for (size_t k = 1; k < sorted.size(); ++k) {
+      if (sorted[k].first == sorted[k - 1].first && graph.edges[static_cast<size_t>(sorted[k].second)].lag_ns == 0) {
+        return true;
+      }
+    }
+  }
+  return false;
 }
 
 }  // namespace
@@ -365,7 +406,23 @@ absl::StatusOr<int32_t> GraphEditor::MergeTasks(const std::vector<int32_t>& task
   return id;
 }
 
+bool GraphEditor::StructureChanged() const {
+  return graph_.tasks.size() != base_tasks_ || graph_.edges.size() != base_edges_ ||
+         std::find(dead_task_.begin(), dead_task_.end(), 1) != dead_task_.end() ||
+         std::find(dead_edge_.begin(), dead_edge_.end(), 1) != dead_edge_.end() || HasRedundantEdge(graph_);
+}
+
 absl::Status GraphEditor::Commit() {
+  // Edits of durations, gaps or priorities only: compacting would copy the
+  // graph unchanged and rebuild the same adjacency, and they change nothing
+  // the structural checks look at.
+  if (!StructureChanged()) return absl::OkStatus();
+  Compact();
+  DD_RETURN_IF_ERROR(graph_.Validate());
+  return ValidateResourceChains(graph_);
+}
+
+void GraphEditor::Compact() {
   const size_t n = graph_.tasks.size();
   std::vector<int32_t> remap(n, -1);
   std::vector<Task> tasks;
@@ -400,8 +457,6 @@ absl::Status GraphEditor::Commit() {
   graph_.tasks = std::move(tasks);
   graph_.edges = std::move(edges);
   graph_.BuildAdjacency();
-  DD_RETURN_IF_ERROR(graph_.Validate());
-  return ValidateResourceChains(graph_);
 }
 
 }  // namespace daydream

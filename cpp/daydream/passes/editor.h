@@ -5,7 +5,8 @@
 // A GraphEditor works on a Graph in place: new tasks and edges are appended,
 // removed ones are marked dead, and Commit() compacts ids (keeping the order of
 // what survives), remaps tensors and iterations, rebuilds the adjacency and
-// validates. Edits are cheap (no copies of the graph); the original edges are
+// validates (skipping all of it when only durations, gaps or priorities
+// changed). Edits are cheap (no copies of the graph); the original edges are
 // read through the graph's CSR adjacency, new ones through small overflow lists.
 #ifndef DAYDREAM_PASSES_EDITOR_H_
 #define DAYDREAM_PASSES_EDITOR_H_
@@ -98,7 +99,11 @@ class GraphEditor {
   void SetPriority(int32_t task, int32_t priority) { graph_.tasks[static_cast<size_t>(task)].priority = priority; }
 
   // Compacts the graph, rebuilds the adjacency and validates (including the
-  // resource chains). The editor must not be used afterwards.
+  // resource chains). When no task or edge was added or removed, none of that
+  // is needed and nothing is checked: ScaleDuration keeps durations
+  // non-negative, and whether the new times are within the simulator's range
+  // is left to Graph::Validate (which Pipeline runs after every pass that
+  // changed the graph). The editor must not be used afterwards.
   absl::Status Commit();
 
   // Number of edits made (0: the graph is unchanged).
@@ -106,6 +111,13 @@ class GraphEditor {
 
  private:
   bool EdgeLive(int32_t e) const { return dead_edge_[static_cast<size_t>(e)] == 0; }
+  // True when Commit must compact: a task or edge was added or removed, or an
+  // edge is redundant (see Compact).
+  bool StructureChanged() const;
+  // Drops removed tasks and edges and redundant edges (a task's edge to
+  // itself, a lag-free repeat of an earlier edge's ends and kind), renumbers
+  // in order, remaps tensors and iterations, rebuilds the adjacency.
+  void Compact();
   // A live task of `iteration` other than `task`: the first (or last) by id.
   int32_t OtherTaskOfIteration(int32_t task, int32_t iteration, bool first) const;
   void AppendEdgeIndex(absl::flat_hash_map<int32_t, std::vector<int32_t>>& lists, int32_t task, int32_t edge);

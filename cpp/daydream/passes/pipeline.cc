@@ -28,6 +28,11 @@ absl::StatusOr<bool> Pipeline::Run(Graph& graph, PassContext& context) {
       if (!graph.has_adjacency()) graph.BuildAdjacency();
       valid = ValidateResourceChains(graph);
     }
+    if (absl::IsOutOfRange(valid)) {
+      // Times beyond what can be simulated come from the pass's options (a
+      // factor too large for this graph), not from a bug.
+      return absl::OutOfRangeError(StrCat(pass->name(), ": ", valid.message()));
+    }
     if (!valid.ok()) {
       return absl::InternalError(StrCat(pass->name(), " left an invalid graph (a daydream bug): ", valid.message()));
     }

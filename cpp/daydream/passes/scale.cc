@@ -42,30 +42,33 @@ class ScalePass : public Pass {
       editor.ScaleDuration(t, f);
       ++scaled;
     };
+    // Looked up once: the loop below visits every task.
+    const double gpu = o_.Double("gpu"), cpu = o_.Double("cpu"), comm = o_.Double("comm");
+    const double copy = o_.Double("copy"), factor = o_.Double("factor");
     std::vector<uint8_t> in_pattern(graph.tasks.size(), 0);
     for (int32_t t : by_pattern) in_pattern[static_cast<size_t>(t)] = 1;
     for (size_t i = 0; i < graph.tasks.size(); ++i) {
       const auto t = static_cast<int32_t>(i);
       Task& task = graph.tasks[i];
       if (in_pattern[i]) {
-        apply(t, o_.Double("factor"));
+        apply(t, factor);
         continue;
       }
       const ResourceKind rk = graph.resources[static_cast<size_t>(task.resource)].kind;
       switch (task.kind) {
-        case TaskKind::kKernel: apply(t, o_.Double("gpu")); break;
-        case TaskKind::kCollective: apply(t, o_.Double("comm")); break;
+        case TaskKind::kKernel: apply(t, gpu); break;
+        case TaskKind::kCollective: apply(t, comm); break;
         case TaskKind::kMemcpy:
-        case TaskKind::kMemset: apply(t, o_.Double("copy")); break;
+        case TaskKind::kMemset: apply(t, copy); break;
         case TaskKind::kCpuOp:
         case TaskKind::kRuntime:
         case TaskKind::kDataLoad:
         case TaskKind::kSync:
         case TaskKind::kUnspecified:
-          if (rk == ResourceKind::kCpuThread && o_.Double("cpu") != 1.0) {
+          if (rk == ResourceKind::kCpuThread && cpu != 1.0) {
             // A faster CPU also runs the framework code between ops faster.
-            apply(t, o_.Double("cpu"));
-            task.gap_ns = RoundNs(static_cast<double>(task.gap_ns) * o_.Double("cpu"));
+            apply(t, cpu);
+            task.gap_ns = RoundNs(static_cast<double>(task.gap_ns) * cpu);
           }
           break;
       }

@@ -5,6 +5,8 @@
 #include <cstdlib>
 #include <map>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "daydream/base/status_macros.h"
 
@@ -43,22 +45,52 @@ TimeNs ReleaseTime(const Graph& graph, const Schedule& schedule, size_t t) {
   return schedule.end_ns[by];
 }
 
-// Time the host thread of iteration `i` spent with a launch call held open
+// Per iteration: the time its host thread spent with a launch call held open
 // past its own cost by a full launch queue.
-TimeNs LaunchWaits(const Graph& graph, const Schedule& schedule, int32_t i) {
-  const Iteration& iteration = graph.iterations[static_cast<size_t>(i)];
-  const int32_t thread = graph.tasks[static_cast<size_t>(iteration.begin_task)].resource;
-  TimeNs waits = 0;
+std::vector<TimeNs> LaunchWaits(const Graph& graph, const Schedule& schedule) {
+  std::vector<int32_t> thread(graph.iterations.size());
+  for (size_t i = 0; i < graph.iterations.size(); ++i) {
+    thread[i] = graph.tasks[static_cast<size_t>(graph.iterations[i].begin_task)].resource;
+  }
+  std::vector<TimeNs> waits(graph.iterations.size(), 0);
   for (size_t t = 0; t < graph.tasks.size(); ++t) {
     const Task& task = graph.tasks[t];
-    if (task.resource != thread || task.iteration != i || schedule.binding_kind[t] != BindingKind::kEndEdge) continue;
+    if (task.iteration < 0 || schedule.binding_kind[t] != BindingKind::kEndEdge) continue;
+    const auto i = static_cast<size_t>(task.iteration);
+    if (task.resource != thread[i]) continue;
     const int32_t e = schedule.binding_edge[t];
     if (e >= 0 && graph.edges[static_cast<size_t>(e)].kind == EdgeKind::kLaunchQueue) {
-      waits += std::max<TimeNs>(0, schedule.end_ns[t] - schedule.start_ns[t] - task.duration_ns);
+      waits[i] += std::max<TimeNs>(0, schedule.end_ns[t] - schedule.start_ns[t] - task.duration_ns);
     }
   }
   return waits;
 }
+
+// Time credited per key while walking a path; keys are small ids (enum
+// values, interned names) so that no string is built per task. Merge() adds
+// the totals into a map by name, which orders them as the report does.
+class Tally {
+ public:
+  void Add(int32_t key, TimeNs t) {
+    const auto k = static_cast<size_t>(key);
+    if (k >= totals_.size()) {
+      totals_.resize(k + 1, 0);
+      used_.resize(k + 1, 0);
+    }
+    totals_[k] += t;
+    used_[k] = 1;
+  }
+  template <typename NameOf>
+  void Merge(std::map<std::string, TimeNs>& out, NameOf name_of) const {
+    for (size_t k = 0; k < totals_.size(); ++k) {
+      if (used_[k]) out[std::string(name_of(static_cast<int32_t>(k)))] += totals_[k];
+    }
+  }
+
+ private:
+  std::vector<TimeNs> totals_;
+  std::vector<uint8_t> used_;
+};
 
 }  // namespace
 
@@ -66,16 +98,27 @@ CriticalPathSummary SummarizeCriticalPath(const Graph& graph, const Schedule& sc
                                           const std::vector<int32_t>& path, TimeNs from_ns, TimeNs to_ns,
                                           size_t top) {
   CriticalPathSummary out;
-  std::map<std::string, TimeNs> by_kind, by_phase, by_resource, by_name;
+  // Keys of `kinds` beyond the task kinds: the time between path tasks.
+  enum Between : int32_t { kLatency = kNumTaskKinds, kCpuGap, kGpuGap, kAfterLastTask };
+  auto kind_name = [](int32_t k) -> std::string_view {
+    switch (k) {
+      case kLatency: return "latency";
+      case kCpuGap: return "cpu_gap";
+      case kGpuGap: return "gpu_gap";
+      case kAfterLastTask: return "after_last_task";
+      default: return TaskKindName(static_cast<TaskKind>(k));
+    }
+  };
+  Tally kinds, phases, resources, names;  // resources and names by interned name
   auto clip = [&](TimeNs lo, TimeNs hi) { return std::max<TimeNs>(0, std::min(hi, to_ns) - std::max(lo, from_ns)); };
   auto credit = [&](int32_t t, TimeNs lo, TimeNs hi) {
     const TimeNs d = clip(lo, hi);
     if (d <= 0) return;
     const Task& task = graph.tasks[static_cast<size_t>(t)];
-    by_kind[std::string(TaskKindName(task.kind))] += d;
-    by_phase[std::string(PhaseName(task.phase))] += d;
-    by_resource[std::string(graph.Str(graph.resources[static_cast<size_t>(task.resource)].name))] += d;
-    by_name[std::string(graph.Str(task.name))] += d;
+    kinds.Add(static_cast<int32_t>(task.kind), d);
+    phases.Add(static_cast<int32_t>(task.phase), d);
+    resources.Add(graph.resources[static_cast<size_t>(task.resource)].name, d);
+    names.Add(task.name, d);
   };
   // Time between two tasks of the path: the resource's own gap (framework
   // overhead on a CPU thread, launch overhead between kernels) when the later
@@ -84,12 +127,12 @@ CriticalPathSummary SummarizeCriticalPath(const Graph& graph, const Schedule& sc
     const TimeNs d = clip(lo, hi);
     if (d <= 0) return;
     const auto i = static_cast<size_t>(t);
-    std::string key = "latency";
+    int32_t key = kLatency;
     if (schedule.binding_kind[i] == BindingKind::kResource || schedule.binding_kind[i] == BindingKind::kNone) {
       const ResourceKind rk = graph.resources[static_cast<size_t>(graph.tasks[i].resource)].kind;
-      key = rk == ResourceKind::kCpuThread ? "cpu_gap" : "gpu_gap";
+      key = rk == ResourceKind::kCpuThread ? kCpuGap : kGpuGap;
     }
-    by_kind[key] += d;
+    kinds.Add(key, d);
   };
   TimeNs cursor = to_ns;
   int32_t later = -1;  // the path task after the current one
@@ -105,7 +148,7 @@ CriticalPathSummary SummarizeCriticalPath(const Graph& graph, const Schedule& sc
     }
     const TimeNs run_end = std::min(end, cursor);
     if (later >= 0) between(later, run_end, cursor);
-    else by_kind["after_last_task"] += clip(run_end, cursor);
+    else kinds.Add(kAfterLastTask, clip(run_end, cursor));
     credit(*it, own_from, run_end);
     cursor = std::min(cursor, own_from);
     later = *it;
@@ -113,6 +156,11 @@ CriticalPathSummary SummarizeCriticalPath(const Graph& graph, const Schedule& sc
   }
   if (later >= 0) between(later, from_ns, cursor);
   out.length_ns = std::max<TimeNs>(0, to_ns - from_ns);
+  std::map<std::string, TimeNs> by_kind, by_phase, by_resource, by_name;
+  kinds.Merge(by_kind, kind_name);
+  phases.Merge(by_phase, [](int32_t p) { return PhaseName(static_cast<Phase>(p)); });
+  resources.Merge(by_resource, [&](int32_t id) { return graph.Str(id); });
+  names.Merge(by_name, [&](int32_t id) { return graph.Str(id); });
   out.by_kind = Sorted(by_kind, 64);
   out.by_phase = Sorted(by_phase, 64);
   out.by_resource = Sorted(by_resource, 64);
@@ -199,6 +247,7 @@ ReplayReport MakeReplayReport(const Graph& graph, const Schedule& schedule) {
       sim_hi[i] = std::max(sim_hi[i], schedule.end_ns[t]);
     }
   }
+  const std::vector<TimeNs> launch_waits = report.whole_trace ? std::vector<TimeNs>() : LaunchWaits(graph, schedule);
   for (size_t i = 0; i < report.iterations.size(); ++i) {
     IterationReplay& it = report.iterations[i];
     if (seen[i]) {
@@ -210,7 +259,7 @@ ReplayReport MakeReplayReport(const Graph& graph, const Schedule& schedule) {
       it.device_period_measured_ns = device_rec_hi[i] - (chained ? device_rec_hi[i - 1] : device_rec_lo[i]);
       it.device_period_replayed_ns = device_sim_hi[i] - (chained ? device_sim_hi[i - 1] : device_sim_lo[i]);
     }
-    if (!report.whole_trace) it.launch_wait_replayed_ns = LaunchWaits(graph, schedule, static_cast<int32_t>(i));
+    if (!report.whole_trace) it.launch_wait_replayed_ns = launch_waits[i];
     it.step_measured_ns = std::max(it.measured_ns, it.device_period_measured_ns);
     it.step_replayed_ns = std::max(it.replayed_ns - it.launch_wait_replayed_ns, it.device_period_replayed_ns);
   }

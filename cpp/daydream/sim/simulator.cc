@@ -15,12 +15,17 @@ constexpr TimeNs kNever = std::numeric_limits<TimeNs>::min();
 
 enum class EventType : uint8_t { kReady = 0, kEnd = 1 };
 
+// 16 bytes, so the heap moves less: a task is pushed at most twice (ready,
+// end), so the sequence of 2^31 tasks fits 32 bits.
 struct SimEvent {
   TimeNs time;
-  uint64_t seq;
-  int32_t task;
-  EventType type;
+  uint32_t seq;
+  uint32_t task_and_type;  // task << 1 | type; whole words (bit-fields stall store forwarding)
+
+  int32_t task() const { return static_cast<int32_t>(task_and_type >> 1); }
+  EventType type() const { return static_cast<EventType>(task_and_type & 1); }
 };
+static_assert(sizeof(SimEvent) == 16);
 
 struct LaterEvent {
   bool operator()(const SimEvent& a, const SimEvent& b) const {
@@ -82,12 +87,13 @@ class Simulation {
       while (!events_.empty() && events_.top().time == now) {
         const SimEvent ev = events_.top();
         events_.pop();
-        const Task& task = g_.tasks[static_cast<size_t>(ev.task)];
-        if (ev.type == EventType::kReady) {
-          queues_[static_cast<size_t>(task.resource)].push(ReadyEntry{task.priority, ev.task});
+        const int32_t t = ev.task();
+        const Task& task = g_.tasks[static_cast<size_t>(t)];
+        if (ev.type() == EventType::kReady) {
+          queues_[static_cast<size_t>(task.resource)].push(ReadyEntry{task.priority, t});
         } else {
           ++finished;
-          Finish(ev.task, ev.time);
+          Finish(t, ev.time);
         }
         if (!is_touched[static_cast<size_t>(task.resource)]) {
           is_touched[static_cast<size_t>(task.resource)] = 1;
@@ -121,7 +127,9 @@ class Simulation {
   }
 
  private:
-  void Push(TimeNs time, int32_t task, EventType type) { events_.push(SimEvent{time, seq_++, task, type}); }
+  void Push(TimeNs time, int32_t task, EventType type) {
+    events_.push(SimEvent{time, seq_++, static_cast<uint32_t>(task) << 1 | static_cast<uint32_t>(type)});
+  }
 
   void Dispatch(int32_t resource, TimeNs now) {
     const auto r = static_cast<size_t>(resource);
@@ -217,7 +225,7 @@ class Simulation {
   std::vector<uint8_t> busy_;
   std::vector<std::priority_queue<ReadyEntry, std::vector<ReadyEntry>, WorseReady>> queues_;
   std::priority_queue<SimEvent, std::vector<SimEvent>, LaterEvent> events_;
-  uint64_t seq_ = 0;
+  uint32_t seq_ = 0;
 };
 
 }  // namespace

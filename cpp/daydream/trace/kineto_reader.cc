@@ -240,6 +240,12 @@ class KinetoParser {
   }
 
   absl::StatusOr<StringId> ReadString(od::value& v, int64_t index, std::string_view field) {
+    DD_ASSIGN_OR_RETURN(std::string_view s, ReadStringView(v, index, field));
+    return trace_.strings.Intern(s);
+  }
+
+  // The string, unescaped, valid until the next string is read.
+  absl::StatusOr<std::string_view> ReadStringView(od::value& v, int64_t index, std::string_view field) {
     std::string_view s;
     if (auto err = v.get_string().get(s); err != simdjson::SUCCESS) {
       if (err == simdjson::INCORRECT_TYPE) {
@@ -252,7 +258,20 @@ class KinetoParser {
                                             " bytes long (the limit is ", options_.max_string_bytes,
                                             ")"));
     }
-    return trace_.strings.Intern(s);
+    return s;
+  }
+
+  // Reads 'ph', one letter. Each distinct value is interned once, when first
+  // seen (the table holds the same strings as when every 'ph' was interned).
+  absl::StatusOr<char> ReadPhase(od::value& v, int64_t index) {
+    DD_ASSIGN_OR_RETURN(std::string_view text, ReadStringView(v, index, "ph"));
+    if (text.size() == 1 && phase_interned_[static_cast<unsigned char>(text[0])]) return text[0];
+    trace_.strings.Intern(text);
+    if (text.size() != 1) {
+      return EventError(index, StrCat("'ph' is ", Quote(Printable(text.substr(0, 20))), ", not one letter"));
+    }
+    phase_interned_[static_cast<unsigned char>(text[0])] = true;
+    return text[0];
   }
 
   // Reads a time field (microseconds) into ns. Errors name the field.
@@ -425,7 +444,9 @@ class KinetoParser {
   }
 
   absl::Status ParseEvents(od::array& events) {
-    trace_.events.reserve(json_.size() / 320 + 16);
+    // Real traces take 200-450 bytes per event: room for all of them at once
+    // (growing would copy the vector); pages never written cost no memory.
+    trace_.events.reserve(json_.size() / 128 + 16);
     int64_t index = 0;
     for (auto item : events) {
       od::value value;
@@ -561,10 +582,7 @@ class KinetoParser {
       const od::raw_json_string key = field.key();
       od::value v = field.value();
       if (key == "ph") {
-        DD_ASSIGN_OR_RETURN(StringId ph, ReadString(v, index, "ph"));
-        const std::string_view text = trace_.strings.Get(ph);
-        if (text.size() != 1) return EventError(index, StrCat("'ph' is ", Quote(Printable(text.substr(0, 20))), ", not one letter"));
-        s.ph = text[0];
+        DD_ASSIGN_OR_RETURN(s.ph, ReadPhase(v, index));
         s.has_ph = true;
       } else if (key == "name") {
         DD_ASSIGN_OR_RETURN(s.ev.name, ReadString(v, index, "name"));
@@ -708,6 +726,7 @@ class KinetoParser {
   od::document doc_;
   Trace trace_;
   bool saw_events_ = false;
+  bool phase_interned_[256] = {};  // by the phase's letter
   bool doc_started_ = false;
   absl::flat_hash_map<std::tuple<int64_t, int64_t, StringId, StringId>, int32_t> track_index_;
   std::vector<std::pair<int32_t, StringId>> meta_process_names_;

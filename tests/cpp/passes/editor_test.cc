@@ -849,6 +849,44 @@ TEST_CASE("Commit rejects an edit that leaves the graph invalid", "[editor]") {
   }
 }
 
+TEST_CASE("Commit after duration edits only keeps the graph's ids, edges and adjacency", "[editor]") {
+  Fixture f;
+  const int32_t a = f.Add("a", f.cpu);
+  const int32_t b = f.Add("b", f.cpu);
+  const int32_t k = f.Add("k", f.gpu, 40);
+  f.Chain({a, b});
+  f.g.AddEdge(a, k, EdgeKind::kLaunch, 2);
+  f.g.AddEdge(a, k, EdgeKind::kLaunch, 3);  // a repeat with a lag: compaction keeps it
+  f.g.BuildAdjacency();
+  const std::vector<int32_t> in_k(f.g.in_edges(k).begin(), f.g.in_edges(k).end());
+  GraphEditor editor(f.g);
+  editor.ScaleDuration(k, 0.5);
+  editor.SetPriority(b, 3);
+  f.Commit(editor);
+  CHECK(f.g.tasks.size() == 3);
+  CHECK(f.g.tasks[static_cast<size_t>(k)].duration_ns == 20);
+  CHECK(f.g.tasks[static_cast<size_t>(b)].priority == 3);
+  CHECK(f.g.edges.size() == 3);
+  CHECK(f.g.has_adjacency());
+  CHECK(std::vector<int32_t>(f.g.in_edges(k).begin(), f.g.in_edges(k).end()) == in_k);
+}
+
+TEST_CASE("Commit after duration edits still drops what compaction drops", "[editor]") {
+  Fixture f;
+  const int32_t a = f.Add("a", f.cpu);
+  const int32_t k = f.Add("k", f.gpu, 40);
+  f.g.AddEdge(a, k, EdgeKind::kLaunch, 2);
+  SECTION("an edge that repeats an earlier one without a lag") { f.g.AddEdge(a, k, EdgeKind::kLaunch); }
+  SECTION("a task's edge to itself") { f.g.AddEdge(k, k, EdgeKind::kData); }
+  GraphEditor editor(f.g);
+  editor.ScaleDuration(k, 0.5);
+  f.Commit(editor);
+  REQUIRE(f.g.edges.size() == 1);
+  CHECK(f.g.edges[0].lag_ns == 2);
+  CHECK(f.g.out_edges(a).size() == 1);
+  CHECK(f.g.out_edges(k).size() == 0);
+}
+
 TEST_CASE("KernelFunctionName keeps the function, not its types, parameters or anonymous namespaces", "[editor]") {
   CHECK(KernelFunctionName("void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>, "
                            "at::detail::Array<char*, 3> >(int, at::native::CUDAFunctor_add<float>, "

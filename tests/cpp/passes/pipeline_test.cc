@@ -8,6 +8,7 @@
 
 #include <catch2/catch.hpp>
 
+#include "daydream/base/time.h"
 #include "daydream/passes/editor.h"
 
 using namespace daydream;
@@ -100,6 +101,9 @@ class BreakingPass : public Pass {
       graph.AddEdge(0, graph.AddTask(t), EdgeKind::kSequential);  // a gets two successors
     } else if (how_ == "negative") {
       graph.tasks[1].duration_ns = -5;
+    } else if (how_ == "huge") {
+      graph.tasks[1].duration_ns = kMaxTimeNs - 1;
+      graph.tasks[2].duration_ns = kMaxTimeNs - 1;
     }
     return true;
   }
@@ -190,6 +194,19 @@ TEST_CASE("pipeline does not name a pass twice when its error already does", "[p
   absl::StatusOr<bool> changed = pipeline.Run(g, context);
   REQUIRE_FALSE(changed.ok());
   CHECK(std::string(changed.status().message()) == "failing: the graph has no GPU streams");
+}
+
+TEST_CASE("pipeline blames times out of range on the pass's options, not on a bug", "[pipeline]") {
+  Graph g = SmallGraph();
+  PassContext context;
+  Pipeline pipeline;
+  pipeline.AddPass<BreakingPass>("huge");
+  absl::StatusOr<bool> changed = pipeline.Run(g, context);
+  REQUIRE_FALSE(changed.ok());
+  CHECK(changed.status().code() == absl::StatusCode::kOutOfRange);
+  const std::string message(changed.status().message());
+  CHECK_THAT(message, Catch::StartsWith("breaking: "));
+  CHECK_THAT(message, Catch::Contains("cannot be simulated"));
 }
 
 TEST_CASE("pipeline reports a pass that leaves an invalid graph", "[pipeline]") {

@@ -3,12 +3,15 @@
 // under faster work.
 #include "daydream/passes/scale.h"
 
+#include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <catch2/catch.hpp>
 
 #include "daydream/graph/builder.h"
+#include "daydream/passes/pipeline.h"
 #include "daydream/sim/simulator.h"
 #include "daydream/trace/kineto_reader.h"
 
@@ -101,6 +104,20 @@ void CheckSameSchedule(const Graph& a, const Graph& b) {
 }
 
 }  // namespace
+
+TEST_CASE("scale by a factor too large for the graph is an out-of-range error naming scale", "[scale]") {
+  Fixture f;
+  absl::StatusOr<std::unique_ptr<Pass>> pass = CreatePass("scale", {{"gpu", "1e17"}});
+  REQUIRE(pass.ok());
+  Pipeline pipeline;
+  pipeline.AddPass(*std::move(pass));
+  PassContext context;
+  absl::StatusOr<bool> changed = pipeline.Run(f.g, context);
+  REQUIRE_FALSE(changed.ok());
+  CHECK(changed.status().code() == absl::StatusCode::kOutOfRange);
+  CHECK_THAT(std::string(changed.status().message()), Catch::StartsWith("scale: task 3 (volta_sgemm_128x64_nn)"));
+  CHECK_THAT(std::string(changed.status().message()), Catch::Contains("cannot be simulated"));
+}
 
 TEST_CASE("scale with every factor 1 changes nothing", "[scale]") {
   Fixture f;
