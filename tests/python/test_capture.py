@@ -140,6 +140,16 @@ def test_remove_overhead_false_keeps_the_recording() -> None:
     assert prof.graph.summary() == daydream.build_graph(prof.trace_path).summary()
 
 
+def test_graph_while_still_recording_is_a_clear_error_when_removing_overhead() -> None:
+    prof = daydream.Profiler(warmup=0, active=1)
+    with prof:
+        torch.randn(4).sum()
+        prof.step()
+        with pytest.raises(daydream.DaydreamError, match="still recording"):
+            _ = prof.graph
+    assert prof.graph.profiler_overhead["records"] > 0
+
+
 def test_saved_trace_rebuilds_the_same_graph(captured, tmp_path: Path) -> None:
     _, _, prof = captured
     out = tmp_path / "run.pt.trace.json.gz"
