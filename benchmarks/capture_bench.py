@@ -61,7 +61,9 @@ def measure(name: str, steps: int, rounds: int) -> Dict[str, Any]:
         samples["none"] += timed_steps(step, steps)
         with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], record_shapes=True) as p:
             samples["torch.profiler"] += timed_steps(step, steps, p.step)
-        prof = daydream.Profiler(warmup=1, active=steps - 1, model=model, optimizer=opt)
+        # The recording as it is: this checks the capture and build path, so
+        # the profiler's overhead stays in the graph (remove_overhead=False).
+        prof = daydream.Profiler(warmup=1, active=steps - 1, model=model, optimizer=opt, remove_overhead=False)
         with prof:
             samples["daydream.Profiler"] += timed_steps(step, steps, prof.step)
         last_prof = prof

@@ -459,3 +459,191 @@ def calibrate_network(world_size: int = 2, max_mb: float = 4, repeats: int = 20,
         raise DaydreamError(f"calibrate_network: gloo between {world_size} local processes failed: {result[1]}")
     fit = result[1]
     return NetworkCalibration("gloo", world_size, fit["latency_us"], fit["bandwidth_gbps"], fit["samples"])
+
+
+# --- the profiler's own cost (daydream.Profiler removes it from its graphs) -----------------------
+@dataclasses.dataclass(frozen=True)
+class ProfilerOverhead:
+    """What recording a CPU step with ``daydream.Profiler`` adds to it on this
+    machine, in ns: per recorded operator or annotation ``per_record_ns``
+    (``record_shapes`` included; split evenly between ``begin_ns``, before
+    the record's start stamp, and ``end_ns``, after its end stamp); and on
+    top of their ranges, per ``nn.Module`` forward ``module_hook_ns``
+    (daydream's pre- and post-hooks) and per parameter gradient
+    ``grad_hook_ns`` (the post-accumulate hook)."""
+
+    per_record_ns: float
+    module_hook_ns: float
+    grad_hook_ns: float
+    record_shapes: bool
+    fit: Tuple[Tuple[int, float], ...] = ()  # per calibration loop: records, measured extra time (ns)
+
+    @property
+    def begin_ns(self) -> int:
+        return int(round(self.per_record_ns / 2))
+
+    @property
+    def end_ns(self) -> int:
+        return int(round(self.per_record_ns)) - self.begin_ns
+
+    def options(self) -> Dict[str, int]:
+        """Keyword arguments of ``daydream._core.remove_profiler_overhead``."""
+        return {"begin_ns": self.begin_ns, "end_ns": self.end_ns, "module_hook_ns": int(round(self.module_hook_ns)), "grad_hook_ns": int(round(self.grad_hook_ns))}
+
+    def describe(self) -> str:
+        return (f"{self.per_record_ns / 1e3:.2f} us per recorded op (record_shapes={self.record_shapes}), "
+                f"{self.module_hook_ns / 1e3:.2f} us more per module forward, "
+                f"{self.grad_hook_ns / 1e3:.2f} us more per parameter gradient")
+
+
+def _count_records(fn: Callable[[], Any], record_shapes: bool) -> int:
+    """Operator and annotation ranges the CPU profiler records in one call of ``fn``."""
+    from torch.profiler import ProfilerActivity, profile  # noqa: PLC0415
+
+    with profile(activities=[ProfilerActivity.CPU], record_shapes=record_shapes) as prof:
+        fn()
+    return len(prof.events())
+
+
+def _profiled_minus_plain(fn: Callable[[], Any], record_shapes: bool, rounds: int, repeats: int,
+                          hooks: Optional[Callable[[], Callable[[], Any]]] = None) -> float:
+    """Median over ``rounds`` of (time of ``fn`` under the CPU profiler - time
+    without), in ns. Each round times both ``repeats`` times, in alternating
+    order, and keeps each one's lowest time (the machine's other work adds to
+    both; the lowest is the least disturbed). With ``hooks`` (installs hooks
+    and returns their remover) both run under the profiler, with the hooks
+    and without."""
+    from torch.profiler import ProfilerActivity, profile  # noqa: PLC0415
+
+    def best(under_profiler: bool, with_hooks: bool) -> float:
+        remover = hooks() if with_hooks and hooks is not None else None
+        prof = profile(activities=[ProfilerActivity.CPU], record_shapes=record_shapes) if under_profiler else None
+        try:
+            if prof is not None:
+                prof.__enter__()
+            fn()
+            times = []
+            for _ in range(repeats):
+                t0 = time.perf_counter()
+                fn()
+                times.append(time.perf_counter() - t0)
+        finally:
+            if prof is not None:
+                prof.__exit__(None, None, None)
+            if remover is not None:
+                remover()
+        return min(times)
+
+    plain, costly = ((False, False), (True, False)) if hooks is None else ((True, False), (True, True))
+    diffs = []
+    for r in range(rounds):
+        if r % 2:
+            b, a = best(*costly), best(*plain)
+        else:
+            a, b = best(*plain), best(*costly)
+        diffs.append((b - a) * 1e9)
+    return statistics.median(diffs)
+
+
+def _overhead_loops(torch: Any) -> List[Callable[[], None]]:
+    """Small training steps of cheap CPU ops (forward with autograd, backward,
+    an Adam step), as the profiler sees a real step: one of few-input ops
+    (linear, activation, elementwise), one of views whose size and stride
+    lists the profiler records (reshape, transpose, as_strided, cat), and
+    elementwise ops outside autograd."""
+    nn = torch.nn
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(4, 16, generator=g)
+    a, b = torch.randn(8, 8, generator=g), torch.randn(8, 8, generator=g)
+    mlp = nn.Sequential(nn.Linear(16, 16), nn.ReLU(), nn.Linear(16, 16), nn.Tanh(), nn.Linear(16, 4))
+    mlp_opt = torch.optim.Adam(mlp.parameters(), lr=1e-3, foreach=False)
+    w = nn.Parameter(torch.randn(16, 16, generator=g))
+    view_opt = torch.optim.Adam([w], lr=1e-3, foreach=False)
+
+    def linear_step() -> None:
+        mlp_opt.zero_grad(set_to_none=True)
+        (mlp(x) * 0.5).sum().backward()
+        mlp_opt.step()
+
+    def view_step() -> None:
+        view_opt.zero_grad(set_to_none=True)
+        y = (x @ w).reshape(4, 4, 4).transpose(0, 1).contiguous().view(16, 4)
+        z = torch.cat((y, y.as_strided((16, 4), (4, 1), 0)), dim=1).permute(1, 0).flatten()
+        z[:8].sum().backward()
+        view_opt.step()
+
+    def eager() -> None:
+        for _ in range(20):
+            torch.relu(a)
+            torch.add(a, b)
+            a.t()
+            a.sum()
+
+    return [linear_step, view_step, eager]
+
+
+@functools.lru_cache(maxsize=None)
+def profiler_overhead(record_shapes: bool = True, rounds: int = 5, repeats: int = 10) -> ProfilerOverhead:
+    """Measures what ``daydream.Profiler`` (CPU activity, ``record_shapes``,
+    daydream's module and gradient hooks) adds to a training step on this
+    machine. Small training steps of cheap CPU ops (linear layers and
+    activations; views with size and stride lists; forward, backward and an
+    Adam step, with nested records) and a loop of eager elementwise ops are
+    timed with and without the profiler (same configuration), in alternating
+    order; the extra time over the records they make is the cost per record.
+    A chain of ``nn.Identity``
+    modules (no op of their own) and a set of parameters whose gradients are
+    accumulated are timed under the profiler with and without daydream's
+    hooks for the hooks' costs. Takes a second or two; cached per process.
+
+    Example::
+
+        daydream.calibrate.profiler_overhead().per_record_ns   # ~1-3 us on a server CPU
+    """
+    torch = _torch()
+    from .capture import _ModelHooks, _range_factory  # noqa: PLC0415
+
+    samples = []
+    for loop in _overhead_loops(torch):
+        records = _count_records(loop, record_shapes)
+        samples.append((records, _profiled_minus_plain(loop, record_shapes, rounds, repeats)))
+    # One cost per record over all loops. (A cost per recorded input on top
+    # is not separable here: the loops' inputs per record differ too little
+    # for a fit that holds from run to run on a busy machine.)
+    per_record = max(0.0, sum(c for _, c in samples) / sum(r for r, _ in samples))
+
+    modules = torch.nn.Sequential(*[torch.nn.Identity() for _ in range(20)])
+    x = torch.randn(2, 2)
+    calls = 5 * sum(1 for _ in modules.modules())
+
+    def forward() -> None:
+        for _ in range(5):
+            modules(x)
+
+    def module_hooks() -> Callable[[], Any]:
+        return _ModelHooks(modules, _range_factory(torch), grads=False).remove
+
+    # The hooks' cost includes their ranges' records: take those out.
+    with_ranges = _profiled_minus_plain(forward, record_shapes, rounds, repeats, hooks=module_hooks)
+    module_hook = (with_ranges - per_record * calls) / calls
+
+    g = torch.Generator().manual_seed(1)
+    holder = torch.nn.Module()
+    holder.params = torch.nn.ParameterList([torch.nn.Parameter(torch.randn(4, generator=g)) for _ in range(20)])
+    params = list(holder.params)
+
+    def backward() -> None:
+        total = params[0].sum()
+        for p in params[1:]:
+            total = total + p.sum()
+        total.backward()
+        for p in params:
+            p.grad = None
+
+    def grad_hooks() -> Callable[[], Any]:
+        return _ModelHooks(holder, _range_factory(torch), modules=False).remove
+
+    grad_hook = (_profiled_minus_plain(backward, record_shapes, rounds, repeats, hooks=grad_hooks)
+                 - per_record * len(params)) / len(params)
+    return ProfilerOverhead(per_record_ns=per_record, module_hook_ns=max(0.0, module_hook),
+                            grad_hook_ns=max(0.0, grad_hook), record_shapes=record_shapes, fit=tuple(samples))

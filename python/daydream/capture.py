@@ -37,7 +37,7 @@ import tempfile
 import warnings
 from typing import Any, Callable, Dict, List, Optional, Sequence
 
-from . import api
+from . import _core, api
 from ._core import DaydreamError, Graph
 
 _log = logging.getLogger("daydream")
@@ -71,19 +71,19 @@ def _range_factory(torch: Any) -> Any:
 class _ModelHooks:
     """Forward ranges per module and gradient-ready markers per parameter."""
 
-    def __init__(self, model: Any, record_function: Any) -> None:
+    def __init__(self, model: Any, record_function: Any, *, modules: bool = True, grads: bool = True) -> None:
         self._handles: List[Any] = []
         self._open: Dict[int, List[Any]] = {}
         self._record_function = record_function
         root_name = type(model).__name__
-        for name, module in model.named_modules():
+        for name, module in model.named_modules() if modules else ():
             qualified = name or root_name
             self._handles.append(module.register_forward_pre_hook(functools.partial(self._enter, qualified)))
             self._handles.append(
                 module.register_forward_hook(functools.partial(self._exit, qualified), always_call=True)
             )
         seen = set()
-        for name, param in model.named_parameters():
+        for name, param in model.named_parameters() if grads else ():
             if id(param) in seen or not param.requires_grad:
                 continue
             seen.add(id(param))
@@ -124,6 +124,16 @@ class Profiler:
     the optimizer step can be recognized even when it is not
     ``torch.optim.Optimizer`` (torch's own optimizers annotate themselves).
 
+    The profiler slows what it records: each recorded op costs its enter and
+    exit callbacks (more with ``record_shapes``), each module forward and
+    parameter gradient daydream's hooks. ``remove_overhead`` (default: on
+    when only CPU activity is recorded) measures those costs on this machine
+    (:func:`daydream.calibrate.profiler_overhead`, a second or two, once per
+    process) and takes them out of :attr:`graph`'s CPU tasks and gaps, so
+    that the graph replays the step as it runs without a profiler;
+    ``graph.profiler_overhead`` says what was removed. The saved trace is
+    the recording as it is.
+
     Example::
 
         prof = daydream.Profiler(warmup=2, active=3, model=model)
@@ -145,6 +155,7 @@ class Profiler:
         optimizer: Any = None,
         record_shapes: bool = True,
         cuda: Optional[bool] = None,
+        remove_overhead: Optional[bool] = None,
     ) -> None:
         if warmup < 0 or wait < 0 or active < 1:
             raise DaydreamError(f"Profiler: need wait >= 0, warmup >= 0, active >= 1 (got {wait}, {warmup}, {active})")
@@ -152,6 +163,10 @@ class Profiler:
         self.model, self.optimizer = model, optimizer
         self.record_shapes = record_shapes
         self._cuda = cuda
+        self.remove_overhead = remove_overhead
+        #: The costs removed from :attr:`graph` (a daydream.calibrate.ProfilerOverhead), None when none were.
+        self.overhead: Any = None
+        self._cuda_recorded = False
         self._dir = tempfile.mkdtemp(prefix="daydream-")
         self._trace_path: Optional[str] = None
         self._graph: Optional[Graph] = None
@@ -168,6 +183,7 @@ class Profiler:
         cuda = torch.cuda.is_available() if self._cuda is None else self._cuda
         if cuda:
             activities.append(ProfilerActivity.CUDA)
+        self._cuda_recorded = bool(cuda)
         with warnings.catch_warnings():
             # warmup=0 is the caller's explicit choice; torch warns about it.
             warnings.filterwarnings("ignore", message="Profiler won't be using warmup")
@@ -234,7 +250,18 @@ class Profiler:
     def graph(self) -> Graph:
         """The graph of the active iterations."""
         if self._graph is None:
-            self._graph = api.build_graph(api.load_trace(self.trace_path))
+            trace = api.load_trace(self.trace_path)
+            graph = api.build_graph(trace)
+            remove = (not self._cuda_recorded) if self.remove_overhead is None else self.remove_overhead
+            if remove:
+                if self._prof is not None:
+                    raise DaydreamError("Profiler.graph: the profiler is still recording; read the graph after "
+                                        "it stops (or pass remove_overhead=False)")
+                from . import calibrate  # noqa: PLC0415 - needs torch, like the capture
+
+                self.overhead = calibrate.profiler_overhead(self.record_shapes)
+                _core.remove_profiler_overhead(trace, graph, **self.overhead.options())
+            self._graph = graph
         return self._graph
 
     def save_trace(self, path: str) -> None:

@@ -86,8 +86,11 @@ def _what_ifs(subject: Any, items: List[Tuple[str, Union[str, Sequence[str]]]]) 
             continue
         if baseline is None:
             baseline = pred
+            overhead = pred.baseline.profiler_overhead
+            removed = overhead["removed_ms"] / max(1, len(pred.baseline.iterations))
             rows.insert(0, ("(replay of the recording)", f"{pred.replayed_ms:.2f}", "1.00x",
-                            f"measured {pred.measured_ms:.2f} ms"))
+                            f"measured {pred.measured_ms:.2f} ms"
+                            + (f" under the profiler, {removed:.2f} ms of its overhead removed" if removed else "")))
         note = _short(pred.notes[-1].split(": ", 1)[-1]) if pred.notes else ""
         factor = _batch_factor(spec)
         if factor is not None:  # a bigger batch is judged per sample, not per step

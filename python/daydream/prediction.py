@@ -226,6 +226,20 @@ def _calibrate(graph: Graph, requests: List[Tuple[str, Dict[str, str]]]) -> List
     return notes
 
 
+def _overhead_notes(graph: Graph) -> List[str]:
+    """What daydream.Profiler took out of the graph: the profiler's own cost."""
+    o = graph.profiler_overhead
+    if o["records"] <= 0:
+        return []
+    iterations = max(1, len(graph.iterations))
+    shapes = f" + {o['per_input_ns'] / 1e3:.2f} us per recorded input" if o.get("per_input_ns") else ""
+    return [f"profiler overhead removed: {o['removed_ms'] / iterations:.3f} ms per iteration "
+            f"({o['records'] / iterations:.0f} records at {(o['begin_ns'] + o['end_ns']) / 1e3:.2f} us{shapes}, "
+            f"module hooks {o['module_hook_ns'] / 1e3:.2f} us, gradient hooks {o['grad_hook_ns'] / 1e3:.2f} us; "
+            "measured on this machine by daydream.calibrate.profiler_overhead): replayed and predicted times "
+            "are of the step without a profiler, measured_ms is the profiled one"]
+
+
 def _critical_path_changes(before: Dict[str, Any], after: Dict[str, Any]) -> Dict[str, Any]:
     kinds = set(before["by_kind_ms"]) | set(after["by_kind_ms"])
     changes = {k: (before["by_kind_ms"].get(k, 0.0), after["by_kind_ms"].get(k, 0.0)) for k in kinds}
@@ -263,7 +277,7 @@ def predict(
     requests = _requests(opt, options)
     recorded = _baseline(subject, inputs, target, loss_fn, optimizer, warmup, active)
     graph = recorded if isinstance(recorded, Graph) else recorded.graph
-    calibration_notes = _calibrate(graph, requests)
+    calibration_notes = _overhead_notes(graph) + _calibrate(graph, requests)
     result = _core.predict(graph, requests)
     labels = [name + (":" + ",".join(f"{k}={v}" for k, v in given.items()) if given else "")
               for name, given in requests]

@@ -9,6 +9,7 @@
 
 #include "daydream/graph/builder.h"
 #include "daydream/graph/graph.h"
+#include "daydream/graph/profiler_overhead.h"
 #include "daydream/graph/serialization.h"
 #include "daydream/trace/trace.h"
 #include "init.h"
@@ -41,6 +42,20 @@ struct TensorView {
 py::dict Pairs(const std::vector<std::pair<std::string, int64_t>>& items) {
   py::dict d;
   for (const auto& [k, v] : items) d[py::str(k)] = v;
+  return d;
+}
+
+py::dict OverheadDict(const Graph& g) {
+  const ProfilerOverheadRemoval& o = g.profiler_overhead;
+  py::dict d;
+  d["begin_ns"] = o.per_record.begin_ns;
+  d["end_ns"] = o.per_record.end_ns;
+  d["per_input_ns"] = o.per_record.per_input_ns;
+  d["module_hook_ns"] = o.per_record.module_hook_ns;
+  d["grad_hook_ns"] = o.per_record.grad_hook_ns;
+  d["records"] = o.records;
+  d["estimated_ms"] = static_cast<double>(o.estimated_ns) / 1e6;
+  d["removed_ms"] = static_cast<double>(o.removed_ns) / 1e6;
   return d;
 }
 
@@ -146,6 +161,10 @@ void InitGraph(py::module_& m) {
                                }
                                return out;
                              })
+      .def_property_readonly("profiler_overhead", &OverheadDict,
+                             "The profiler's cost removed from the CPU tasks and gaps (daydream.Profiler does it "
+                             "for the graphs it captures): per-record costs in ns, records, estimated_ms and "
+                             "removed_ms over the whole graph; all zero when none was removed.")
       .def("summary", &GraphSummaryDict,
            "Counts: tasks_by_kind, tasks_by_phase, edges_by_kind, resources_by_kind, ...")
       .def("task", &TaskDict, py::arg("task_id"), "One task as a dict.")
@@ -243,6 +262,24 @@ void InitGraph(py::module_& m) {
                " edges, " + std::to_string(g.iterations.size()) + " iterations>";
       });
 
+  m.def(
+      "remove_profiler_overhead",
+      [](const Trace& trace, Graph& graph, int64_t begin_ns, int64_t end_ns, int64_t per_input_ns,
+         int64_t module_hook_ns, int64_t grad_hook_ns) {
+        ProfilerOverhead per_record;
+        per_record.per_input_ns = per_input_ns;
+        per_record.begin_ns = begin_ns;
+        per_record.end_ns = end_ns;
+        per_record.module_hook_ns = module_hook_ns;
+        per_record.grad_hook_ns = grad_hook_ns;
+        ValueOrThrow(RemoveProfilerOverhead(trace, graph, per_record));
+        return OverheadDict(graph);
+      },
+      py::arg("trace"), py::arg("graph"), py::arg("begin_ns"), py::arg("end_ns"), py::arg("per_input_ns") = 0,
+      py::arg("module_hook_ns") = 0,
+      py::arg("grad_hook_ns") = 0,
+      "Shortens the CPU tasks and gaps of `graph` (fresh from build_graph(trace)) by the profiler's cost per "
+      "recorded range; returns graph.profiler_overhead.");
   m.def(
       "build_graph",
       [](const Trace& trace, bool exact_latencies) {

@@ -180,3 +180,18 @@ def test_replay_timing_stops_repeating_slow_ops_after_its_budget() -> None:
     times = calibrate._paired_median_times([slow, slow], repeats=50, budget_s=0.05)
     assert len(times) == 2 and all(t >= 0.009 for t in times)
     assert len(calls) <= 2 * (2 + 4)  # two warm-ups, then repeats until 3 are done and the budget is spent
+
+
+def test_profiler_overhead_is_a_positive_cost_per_record_within_sane_bounds() -> None:
+    from daydream.calibrate import profiler_overhead
+
+    cost = profiler_overhead()
+    # A profiler record costs at least tens of ns and, even on a busy
+    # machine, far less than a millisecond.
+    assert 20 < cost.per_record_ns < 200_000, cost
+    assert 0 <= cost.module_hook_ns < 500_000, cost
+    assert 0 <= cost.grad_hook_ns < 500_000, cost
+    assert cost.begin_ns + cost.end_ns == round(cost.per_record_ns)
+    assert cost.fit and all(records > 0 for records, _ in cost.fit)
+    assert "per recorded op" in cost.describe()
+

@@ -104,18 +104,60 @@ def test_backward_tasks_map_to_forward_layers(captured) -> None:
 
 def test_replay_of_each_active_iteration_is_within_5_percent(captured) -> None:
     _, _, prof = captured
-    result = daydream.replay(prof.graph)
+    result = daydream.replay(daydream.build_graph(prof.trace_path))  # the recording, overhead and all
     assert len(result.iterations) == 3
     for it in result.iterations:
         assert abs(it.error_pct) <= 5.0, it
+
+
+def test_captured_graph_replays_without_the_profilers_overhead(captured) -> None:
+    _, _, prof = captured
+    recorded = daydream.build_graph(prof.trace_path)
+    o = prof.graph.profiler_overhead
+    assert prof.overhead is not None and prof.overhead.per_record_ns > 0
+    assert o["records"] > 0 and 0 < o["removed_ms"] <= o["estimated_ms"]
+    assert o["begin_ns"] + o["end_ns"] == pytest.approx(prof.overhead.per_record_ns, abs=1)
+    before = daydream.replay(recorded)
+    after = daydream.replay(prof.graph)
+    removed_per_step = o["removed_ms"] / len(prof.graph.iterations)
+    for b, a in zip(before.iterations, after.iterations):
+        assert a.replayed_ms < b.replayed_ms
+        # The replay loses what was removed (less where it was off the critical path).
+        assert b.replayed_ms - a.replayed_ms <= removed_per_step * 1.5 + 0.01
+    assert recorded.num_tasks == prof.graph.num_tasks
+    assert all(prof.graph.task(i)["duration_ns"] >= 0 for i in range(prof.graph.num_tasks))
+
+
+def test_remove_overhead_false_keeps_the_recording() -> None:
+    model = build("mlp")
+    inputs, target = batch_for("mlp")
+    prof = daydream.Profiler(warmup=0, active=1, model=model, remove_overhead=False)
+    with prof:
+        loss_for("mlp")(model(inputs), target).backward()
+        prof.step()
+    assert prof.overhead is None
+    assert prof.graph.profiler_overhead["records"] == 0
+    assert prof.graph.summary() == daydream.build_graph(prof.trace_path).summary()
+
+
+def test_graph_while_still_recording_is_a_clear_error_when_removing_overhead() -> None:
+    prof = daydream.Profiler(warmup=0, active=1)
+    with prof:
+        torch.randn(4).sum()
+        prof.step()
+        with pytest.raises(daydream.DaydreamError, match="still recording"):
+            _ = prof.graph
+    assert prof.graph.profiler_overhead["records"] > 0
 
 
 def test_saved_trace_rebuilds_the_same_graph(captured, tmp_path: Path) -> None:
     _, _, prof = captured
     out = tmp_path / "run.pt.trace.json.gz"
     prof.save_trace(str(out))
-    again = daydream.build_graph(out)
-    assert again.summary() == prof.graph.summary()
+    again = daydream.build_graph(out)  # the recording: a saved trace keeps the profiler's overhead
+    assert again.profiler_overhead["records"] == 0
+    keys = ("num_tasks", "num_edges", "tasks_by_kind", "tasks_by_phase", "edges_by_kind")
+    assert {k: again.summary()[k] for k in keys} == {k: prof.graph.summary()[k] for k in keys}
     assert len(again.tensors(role="gradient")) == len(prof.graph.tensors(role="gradient"))
 
 

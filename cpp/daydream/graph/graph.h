@@ -182,6 +182,36 @@ struct Device {
   int32_t num_sms = 0;
 };
 
+// What the profiler that recorded the trace cost the recorded run, per
+// recorded CPU range (graph/profiler_overhead.h). Zero: nothing to remove.
+struct ProfilerOverhead {
+  // Each recorded operator or annotation: the part spent before its start
+  // stamp (the profiler's enter callback, input shapes included) and after
+  // its end stamp (the exit callback).
+  TimeNs begin_ns = 0;
+  TimeNs end_ns = 0;
+  // Before the start stamp too, per input the profiler recorded the type and
+  // shape of (record_shapes; the "Input type" list of the event).
+  TimeNs per_input_ns = 0;
+  // A daydream.module range instead: daydream's forward pre- and post-hooks
+  // (Python), their range included; half before its start, half after its end.
+  TimeNs module_hook_ns = 0;
+  // A daydream.grad marker instead: the post-accumulate-grad hook (Python)
+  // and its range, before the marker's start.
+  TimeNs grad_hook_ns = 0;
+  bool zero() const {
+    return begin_ns == 0 && end_ns == 0 && per_input_ns == 0 && module_hook_ns == 0 && grad_hook_ns == 0;
+  }
+};
+
+// The profiler overhead removed from a graph (RemoveProfilerOverhead).
+struct ProfilerOverheadRemoval {
+  ProfilerOverhead per_record;  // the costs applied
+  int64_t records = 0;          // recorded ranges whose cost fell inside the graph's CPU timelines
+  TimeNs estimated_ns = 0;      // their cost
+  TimeNs removed_ns = 0;        // what was removed: the estimate less what fell in spans shorter than it
+};
+
 // Index range into one of the CSR arrays.
 struct EdgeRange {
   const int32_t* first = nullptr;
@@ -241,6 +271,9 @@ class Graph {
   std::vector<Iteration> iterations;
   StringTable strings;
   Warnings warnings;  // from building; not serialized
+  // The profiler's cost taken out of the CPU tasks and gaps (zero: none);
+  // not serialized.
+  ProfilerOverheadRemoval profiler_overhead;
 
  private:
   absl::Status ValidateRanges() const;
