@@ -456,7 +456,7 @@ class Builder {
     if (ev.bytes >= 0) return ev.bytes;
     if (ev.in_msg_nelems >= 0) return SaturatingMul(ev.in_msg_nelems, DtypeBytes(trace_.Str(ev.dtype)));
     if (ev.kind == EventKind::kUserAnnotation && ev.input_dims != 0) {
-      return SaturatingMul(FirstTensorElements(trace_.Str(ev.input_dims)), DtypeBytes(FirstType(trace_.Str(ev.input_types))));
+      return FirstInputBytes(ev);
     }
     return -1;
   }
@@ -1438,12 +1438,16 @@ class Builder {
     }
   }
 
-  // Bytes of the first tensor of an op with recorded shapes, or -1.
+  // Bytes of the first tensor of an op with recorded shapes (saturated: the
+  // shapes are the trace's claim), or -1.
   int64_t InputBytes(const TraceEvent& ev) const {
     if (ev.input_dims == 0) return -1;
-    const int64_t elements = FirstTensorElements(trace_.Str(ev.input_dims));
-    if (elements <= 0) return -1;
-    return elements * DtypeBytes(FirstType(trace_.Str(ev.input_types)));
+    const int64_t bytes = FirstInputBytes(ev);
+    return bytes > 0 ? bytes : -1;
+  }
+
+  int64_t FirstInputBytes(const TraceEvent& ev) const {
+    return SaturatingMul(FirstTensorElements(trace_.Str(ev.input_dims)), DtypeBytes(FirstType(trace_.Str(ev.input_types))));
   }
 
   // Bytes an elementwise kernel launched from `resource` within [begin, end]
@@ -1462,7 +1466,7 @@ class Builder {
       int64_t element_bytes = 4;
       if (Contains(name, "c10::Half") || Contains(name, "c10::BFloat16") || Contains(name, "__half")) element_bytes = 2;
       else if (Contains(name, "<double") || Contains(name, " double")) element_bytes = 8;
-      best = std::max(best, ev.grid_blocks * ev.block_threads * 4 * element_bytes);
+      best = std::max(best, SaturatingMul(SaturatingMul(ev.grid_blocks, ev.block_threads), 4 * element_bytes));
     }
     return best;
   }

@@ -1101,3 +1101,23 @@ TEST_CASE("BuildGraph saturates claimed message sizes and refuses them, naming t
              Catch::StartsWith(trace.path + ": task ") &&
                  Catch::EndsWith("sizes this large cannot be simulated (the limit is 4611686018427387904 bytes)"));
 }
+
+TEST_CASE("BuildGraph saturates a gradient size inferred from a kernel's claimed grid and refuses it",
+          "[builder][errors]") {
+  // A gradient without recorded shapes takes its size from the elementwise
+  // kernel its AccumulateGrad launched: grid x block x 4 elements. The
+  // largest grid (2^40) and block (2^31 - 1) the reader keeps overflow int64
+  // in that product; it saturates and the graph refuses the size.
+  const std::string grid = "\"grid\":[2147483648,512,1],\"block\":[2147483648,1,1]";
+  const Trace trace = ParseOrDie(KinetoDoc(Join({
+      Anno("ProfilerStep#1", 0, 100),
+      Cpu("torch::autograd::AccumulateGrad", 10, 20),
+      Rt("cudaLaunchKernel", 12, 2, 5),
+      Gpu("void at::native::vectorized_elementwise_kernel<4>()", 20, 10, 5, 7, 0, grid),
+  })));
+  auto graph = BuildGraph(trace);
+  REQUIRE_FALSE(graph.ok());
+  CHECK_THAT(std::string(graph.status().message()),
+             Catch::StartsWith(trace.path + ": tensor ") &&
+                 Catch::EndsWith("sizes this large cannot be simulated (the limit is 4611686018427387904 bytes)"));
+}
