@@ -21,6 +21,7 @@ import functools
 import gzip
 import json
 import logging
+import math
 import socket
 import statistics
 import time
@@ -37,17 +38,6 @@ def _torch() -> Any:
     except ImportError as e:  # pragma: no cover
         raise DaydreamError("calibration needs PyTorch: pip install torch") from e
     return torch
-
-
-def _median_time(fn: Callable[[], Any], repeats: int) -> float:
-    for _ in range(3):
-        fn()
-    times: List[float] = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
 
 
 @functools.lru_cache(maxsize=None)
@@ -73,7 +63,8 @@ def amp_cpu_ratio(sizes: Sequence[Tuple[int, int, int]] = ((64, 256, 256), (256,
                 with torch.autocast("cpu", dtype=torch.bfloat16):
                     return torch.mm(a, b)
 
-            ratios.append(_median_time(bf16, repeats) / _median_time(fp32, repeats))
+            bf16_s, fp32_s = _paired_median_times([bf16, fp32], repeats, budget_s=math.inf)
+            ratios.append(bf16_s / fp32_s)
     return float(statistics.median(ratios))
 
 
