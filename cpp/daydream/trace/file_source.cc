@@ -1,22 +1,38 @@
 #include "daydream/trace/file_source.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <zlib.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 
 #include "absl/status/status.h"
-#include "daydream/base/strings.h"
 #include "daydream/base/file_io.h"
 #include "daydream/base/status_macros.h"
+#include "daydream/base/strings.h"
 
 namespace daydream {
 namespace {
 
-bool IsGzip(const std::string& data) {
+constexpr size_t kInputPiece = size_t{1} << 20;  // file bytes read at a time
+
+bool IsGzipMagic(std::string_view data) {
   return data.size() >= 2 && static_cast<unsigned char>(data[0]) == 0x1f &&
          static_cast<unsigned char>(data[1]) == 0x8b;
 }
+
+// The gzip trailer holds the uncompressed size modulo 2^32: a good guess, but
+// only where deflate could have produced it (at most ~1032x the input); a
+// truncated or hostile file can claim anything there.
+uint64_t GzipSizeHint(const unsigned char* tail, uint64_t compressed_size) {
+  const uint64_t isize = tail[0] | (tail[1] << 8) | (tail[2] << 16) | (uint64_t{tail[3]} << 24);
+  return isize <= compressed_size * 1032 ? isize : 0;
+}
+
+std::string OsErrorText(int err) { return std::strerror(err); }
 
 // Zeroes `padding` bytes past the end (a parser may read them). Callers
 // allocate the capacity up front, so this does not copy.
@@ -26,91 +42,235 @@ void Pad(std::string& s, size_t padding) {
   s.resize(size);
 }
 
-}  // namespace
-
-absl::StatusOr<std::string> GunzipBuffer(const std::string& compressed, const std::string& source,
-                                         size_t padding, const FileSourceOptions& options) {
-  z_stream zs;
-  std::memset(&zs, 0, sizeof(zs));
-  if (inflateInit2(&zs, 16 + MAX_WBITS) != Z_OK) {
-    return absl::InternalError(StrCat(source, ": zlib initialisation failed"));
-  }
-  // The gzip trailer holds the uncompressed size modulo 2^32: a good first
-  // guess, but only where deflate could have produced it (at most ~1032x the
-  // input); a truncated or hostile file can claim anything there.
-  uint64_t guess = compressed.size() * 4;
-  if (compressed.size() >= 4) {
-    const auto* tail = reinterpret_cast<const unsigned char*>(compressed.data() + compressed.size() - 4);
-    const uint64_t isize = tail[0] | (tail[1] << 8) | (tail[2] << 16) | (uint64_t{tail[3]} << 24);
-    if (isize <= uint64_t{compressed.size()} * 1032) guess = std::max<uint64_t>(guess, isize);
-  }
-  guess = std::clamp<uint64_t>(guess, 4096, std::max<uint64_t>(options.max_bytes, 1));
-  // `out` always holds `padding` bytes more than inflate may fill.
+// Reads all of `stream` into a string with `padding` spare bytes, starting
+// from a capacity of `guess`.
+absl::StatusOr<std::string> Drain(TraceByteStream& stream, uint64_t guess, size_t padding,
+                                  uint64_t max_bytes) {
   std::string out;
-  out.resize(static_cast<size_t>(guess) + 1 + padding);
+  const uint64_t first = std::clamp<uint64_t>(guess, 4096, std::max<uint64_t>(max_bytes, 1)) + 1;
+  out.resize(static_cast<size_t>(first) + padding);
   size_t produced = 0;
-  zs.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(compressed.data()));
-  size_t in_left = compressed.size();
-  bool finished_member = false;
   while (true) {
-    if (produced == out.size() - padding) {
-      if (produced >= options.max_bytes) {
-        inflateEnd(&zs);
-        return absl::ResourceExhaustedError(StrCat(
-            source, ": decompressed data exceeds the limit of ", options.max_bytes, " bytes"));
-      }
-      out.resize(std::min<uint64_t>(produced * 2, options.max_bytes) + padding);
-    }
-    const uInt in_chunk = static_cast<uInt>(std::min<size_t>(in_left, 1u << 30));
-    const uInt out_chunk = static_cast<uInt>(std::min<size_t>(out.size() - padding - produced, 1u << 30));
-    zs.avail_in = in_chunk;
-    zs.next_out = reinterpret_cast<Bytef*>(out.data() + produced);
-    zs.avail_out = out_chunk;
-    const int rc = inflate(&zs, Z_NO_FLUSH);
-    in_left -= in_chunk - zs.avail_in;
-    produced += out_chunk - zs.avail_out;
-    if (rc == Z_STREAM_END) {
-      finished_member = true;
-      // Skip trailing zero padding; start the next member if there is one.
-      while (in_left > 0 && *zs.next_in == 0) {
-        ++zs.next_in;
-        --in_left;
-      }
-      if (in_left == 0) break;
-      if (inflateReset(&zs) != Z_OK) break;
-      finished_member = false;
-      continue;
-    }
-    const bool progressed = zs.avail_in != in_chunk || zs.avail_out != out_chunk;
-    if (rc == Z_OK && progressed) continue;
-    if (rc == Z_OK || rc == Z_BUF_ERROR) {
-      if (produced == out.size() - padding) continue;  // output full: grow and go on
-      if (in_left == 0) break;               // input ended mid-stream
-      if (progressed) continue;
-    }
-    const size_t at = compressed.size() - in_left;
-    const std::string why = zs.msg != nullptr ? zs.msg : "invalid data";
-    inflateEnd(&zs);
-    return absl::InvalidArgumentError(
-        StrCat(source, ": corrupt gzip data at compressed byte ", at, ": ", why));
-  }
-  inflateEnd(&zs);
-  if (!finished_member) {
-    return absl::InvalidArgumentError(StrCat(
-        source, ": gzip data is truncated (ended after ", compressed.size(),
-        " compressed bytes, ", produced, " bytes decompressed)"));
+    if (produced == out.size() - padding) out.resize(produced * 2 + padding);
+    DD_ASSIGN_OR_RETURN(const size_t n, stream.Read(out.data() + produced, out.size() - padding - produced));
+    if (n == 0) break;
+    produced += n;
   }
   out.resize(produced);
   Pad(out, padding);
   return out;
 }
 
+}  // namespace
+
+struct TraceByteStream::Gzip {
+  z_stream zs{};
+  bool in_member = true;  // inside a member (its end not yet seen)
+  ~Gzip() { inflateEnd(&zs); }
+};
+
+TraceByteStream::TraceByteStream(std::string source, const FileSourceOptions& options)
+    : source_(std::move(source)), options_(options) {}
+
+TraceByteStream::~TraceByteStream() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+bool TraceByteStream::gzip() const { return gzip_ != nullptr; }
+
+absl::StatusOr<std::unique_ptr<TraceByteStream>> TraceByteStream::Open(const std::string& path,
+                                                                       const FileSourceOptions& options) {
+  std::unique_ptr<TraceByteStream> s(new TraceByteStream(path, options));
+  s->fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (s->fd_ < 0) {
+    const int err = errno;
+    const std::string msg = StrCat(path, ": cannot open: ", OsErrorText(err));
+    return err == ENOENT ? absl::NotFoundError(msg) : absl::InvalidArgumentError(msg);
+  }
+  struct stat st {};
+  if (::fstat(s->fd_, &st) != 0 || !S_ISREG(st.st_mode)) {
+    return absl::InvalidArgumentError(StrCat(path, ": not a regular file"));
+  }
+  const auto file_size = static_cast<uint64_t>(st.st_size);
+  s->size_hint_ = file_size;
+  s->in_buf_.resize(kInputPiece);
+  s->in_ = s->in_end_ = s->in_buf_.data();
+  DD_RETURN_IF_ERROR(s->StartGzipIfMagic());
+  if (s->gzip_ != nullptr) {
+    unsigned char tail[4] = {};
+    s->size_hint_ = file_size >= 4 && ::pread(s->fd_, tail, 4, static_cast<off_t>(file_size - 4)) == 4
+                        ? GzipSizeHint(tail, file_size)
+                        : 0;
+  }
+  return s;
+}
+
+std::unique_ptr<TraceByteStream> TraceByteStream::FromMemory(std::string_view bytes, std::string source,
+                                                             bool detect_gzip,
+                                                             const FileSourceOptions& options) {
+  std::unique_ptr<TraceByteStream> s(new TraceByteStream(std::move(source), options));
+  s->memory_ = bytes;
+  s->in_ = bytes.data();
+  s->in_end_ = bytes.data() + bytes.size();
+  s->in_eof_ = true;
+  s->size_hint_ = bytes.size();
+  if (detect_gzip && IsGzipMagic(bytes)) {
+    s->gzip_ = std::make_unique<Gzip>();
+    s->size_hint_ = bytes.size() >= 4
+                        ? GzipSizeHint(reinterpret_cast<const unsigned char*>(bytes.data() + bytes.size() - 4),
+                                       bytes.size())
+                        : 0;
+    if (inflateInit2(&s->gzip_->zs, 16 + MAX_WBITS) != Z_OK) s->gzip_.reset();
+  }
+  return s;
+}
+
+absl::Status TraceByteStream::StartGzipIfMagic() {
+  // Two bytes decide; a file shorter than that is plain.
+  while (static_cast<size_t>(in_end_ - in_) < 2) {
+    DD_ASSIGN_OR_RETURN(const bool more, RefillInput());
+    if (!more) break;
+  }
+  if (!IsGzipMagic(std::string_view(in_, static_cast<size_t>(in_end_ - in_)))) return absl::OkStatus();
+  gzip_ = std::make_unique<Gzip>();
+  if (inflateInit2(&gzip_->zs, 16 + MAX_WBITS) != Z_OK) {
+    gzip_.reset();
+    return absl::InternalError(StrCat(source_, ": zlib initialisation failed"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<bool> TraceByteStream::RefillInput() {
+  if (in_eof_) return false;
+  // Keep what is unread at the front, then read after it.
+  const size_t left = static_cast<size_t>(in_end_ - in_);
+  if (left > 0 && in_ != in_buf_.data()) std::memmove(in_buf_.data(), in_, left);
+  in_consumed_ += static_cast<uint64_t>(in_ - in_buf_.data());
+  in_ = in_buf_.data();
+  in_end_ = in_ + left;
+  while (true) {
+    const ssize_t n = ::read(fd_, in_buf_.data() + left, in_buf_.size() - left);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return absl::InvalidArgumentError(StrCat(source_, ": read failed: ", OsErrorText(errno)));
+    }
+    if (n == 0) {
+      in_eof_ = true;
+      return false;
+    }
+    in_end_ += n;
+    return true;
+  }
+}
+
+absl::StatusOr<size_t> TraceByteStream::ReadRaw(char* dst, size_t n) {
+  size_t done = 0;
+  while (done < n) {
+    if (in_ == in_end_) {
+      // Large reads of a plain file go straight to the caller's buffer.
+      if (!in_eof_ && memory_.data() == nullptr && n - done >= in_buf_.size()) {
+        const ssize_t got = ::read(fd_, dst + done, n - done);
+        if (got < 0) {
+          if (errno == EINTR) continue;
+          return absl::InvalidArgumentError(StrCat(source_, ": read failed: ", OsErrorText(errno)));
+        }
+        if (got == 0) {
+          in_eof_ = true;
+          break;
+        }
+        done += static_cast<size_t>(got);
+        in_consumed_ += static_cast<uint64_t>(got);
+        continue;
+      }
+      DD_ASSIGN_OR_RETURN(const bool more, RefillInput());
+      if (!more && in_ == in_end_) break;
+    }
+    const size_t take = std::min(n - done, static_cast<size_t>(in_end_ - in_));
+    std::memcpy(dst + done, in_, take);
+    in_ += take;
+    done += take;
+  }
+  return done;
+}
+
+absl::StatusOr<size_t> TraceByteStream::Inflate(char* dst, size_t n) {
+  z_stream& zs = gzip_->zs;
+  const char* const in_start = in_buf_.empty() ? memory_.data() : in_buf_.data();
+  auto compressed_at = [&] { return in_consumed_ + static_cast<uint64_t>(in_ - in_start); };
+  size_t done = 0;
+  while (done < n) {
+    if (!gzip_->in_member) {
+      // Between members: skip zero padding; more data starts a new member.
+      while (true) {
+        while (in_ < in_end_ && *in_ == 0) ++in_;
+        if (in_ < in_end_) break;
+        DD_ASSIGN_OR_RETURN(const bool more, RefillInput());
+        if (!more) return done;
+      }
+      if (inflateReset(&zs) != Z_OK) return done;
+      gzip_->in_member = true;
+    }
+    if (in_ == in_end_) {
+      DD_ASSIGN_OR_RETURN(const bool more, RefillInput());
+      if (!more) {
+        return absl::InvalidArgumentError(StrCat(source_, ": gzip data is truncated (ended after ",
+                                                 compressed_at(), " compressed bytes, ", produced_ + done,
+                                                 " bytes decompressed)"));
+      }
+    }
+    const uInt in_chunk = static_cast<uInt>(std::min<size_t>(static_cast<size_t>(in_end_ - in_), 1u << 30));
+    const uInt out_chunk = static_cast<uInt>(std::min<size_t>(n - done, 1u << 30));
+    zs.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(in_));
+    zs.avail_in = in_chunk;
+    zs.next_out = reinterpret_cast<Bytef*>(dst + done);
+    zs.avail_out = out_chunk;
+    const int rc = inflate(&zs, Z_NO_FLUSH);
+    in_ += in_chunk - zs.avail_in;
+    done += out_chunk - zs.avail_out;
+    if (rc == Z_STREAM_END) {
+      gzip_->in_member = false;
+      continue;
+    }
+    const bool progressed = zs.avail_in != in_chunk || zs.avail_out != out_chunk;
+    if ((rc == Z_OK || rc == Z_BUF_ERROR) && (progressed || zs.avail_in == 0)) continue;
+    const std::string why = zs.msg != nullptr ? zs.msg : "invalid data";
+    return absl::InvalidArgumentError(
+        StrCat(source_, ": corrupt gzip data at compressed byte ", compressed_at(), ": ", why));
+  }
+  return done;
+}
+
+absl::StatusOr<size_t> TraceByteStream::Read(char* dst, size_t n) {
+  if (gzip_ == nullptr) return ReadRaw(dst, n);
+  // The limit guards against gzip bombs. Ask for one byte more than it
+  // allows, to tell "exactly at the limit" from "over it".
+  const uint64_t room = options_.max_bytes - std::min(produced_, options_.max_bytes) + 1;
+  DD_ASSIGN_OR_RETURN(const size_t got, Inflate(dst, static_cast<size_t>(std::min<uint64_t>(n, room))));
+  produced_ += got;
+  if (produced_ > options_.max_bytes) {
+    return absl::ResourceExhaustedError(
+        StrCat(source_, ": decompressed data exceeds the limit of ", options_.max_bytes, " bytes"));
+  }
+  return got;
+}
+
+absl::StatusOr<std::string> GunzipBuffer(const std::string& compressed, const std::string& source,
+                                         size_t padding, const FileSourceOptions& options) {
+  auto stream = TraceByteStream::FromMemory(compressed, source, /*detect_gzip=*/true, options);
+  if (!stream->gzip()) {
+    return absl::InvalidArgumentError(
+        StrCat(source, ": corrupt gzip data at compressed byte 0: incorrect header check"));
+  }
+  return Drain(*stream, std::max<uint64_t>(stream->size_hint(), compressed.size() * 4), padding,
+               options.max_bytes);
+}
+
 absl::StatusOr<std::string> ReadTraceBytes(const std::string& path, size_t padding,
                                            const FileSourceOptions& options) {
-  DD_ASSIGN_OR_RETURN(std::string data, ReadFile(path, padding));
-  if (IsGzip(data)) return GunzipBuffer(data, path, padding, options);
-  Pad(data, padding);
-  return data;
+  DD_ASSIGN_OR_RETURN(auto stream, TraceByteStream::Open(path, options));
+  const uint64_t guess = stream->gzip() ? std::max<uint64_t>(stream->size_hint(), 4096)
+                                        : stream->size_hint();
+  return Drain(*stream, guess, padding, options.max_bytes);
 }
 
 }  // namespace daydream

@@ -1,11 +1,15 @@
 // Reading a trace file's bytes: plain or gzip (detected by magic bytes, not by
-// the file name), into a buffer padded for simdjson.
+// the file name), as a stream of pieces (TraceByteStream: the reader parses a
+// window at a time and never holds the whole text) or whole, into a buffer
+// padded for simdjson.
 #ifndef DAYDREAM_TRACE_FILE_SOURCE_H_
 #define DAYDREAM_TRACE_FILE_SOURCE_H_
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
+#include <string_view>
 
 #include "absl/status/statusor.h"
 
@@ -14,6 +18,57 @@ namespace daydream {
 struct FileSourceOptions {
   // Refuse to decompress past this many bytes (a guard against gzip bombs).
   uint64_t max_bytes = uint64_t{64} << 30;
+};
+
+// The bytes of a trace, decompressed as they are read when they are gzip (one
+// or more concatenated members; zero padding between members is skipped).
+// Errors name the source: a corrupt or truncated gzip stream, a read error,
+// more than max_bytes of output.
+class TraceByteStream {
+ public:
+  // Opens the file at `path`.
+  static absl::StatusOr<std::unique_ptr<TraceByteStream>> Open(const std::string& path,
+                                                               const FileSourceOptions& options = {});
+  // Bytes already in memory, not copied (`bytes` must outlive the stream).
+  // With `detect_gzip`, bytes starting with gzip's magic are decompressed.
+  static std::unique_ptr<TraceByteStream> FromMemory(std::string_view bytes, std::string source,
+                                                     bool detect_gzip,
+                                                     const FileSourceOptions& options = {});
+  ~TraceByteStream();
+  TraceByteStream(const TraceByteStream&) = delete;
+  TraceByteStream& operator=(const TraceByteStream&) = delete;
+
+  // Reads up to `n` bytes into `dst`; fewer only at the end (0: no more).
+  absl::StatusOr<size_t> Read(char* dst, size_t n);
+
+  // The size of the (decompressed) data when known up front: exact for a
+  // plain file, the gzip trailer's claim where deflate could have produced it
+  // (a hint only), else 0.
+  uint64_t size_hint() const { return size_hint_; }
+  bool gzip() const;
+  const std::string& source() const { return source_; }
+
+ private:
+  struct Gzip;
+  TraceByteStream(std::string source, const FileSourceOptions& options);
+  // Fills the compressed-input window from the file; false at its end.
+  absl::StatusOr<bool> RefillInput();
+  absl::StatusOr<size_t> ReadRaw(char* dst, size_t n);
+  absl::StatusOr<size_t> Inflate(char* dst, size_t n);
+  absl::Status StartGzipIfMagic();
+
+  std::string source_;
+  FileSourceOptions options_;
+  int fd_ = -1;
+  std::string_view memory_;        // the input when FromMemory
+  std::string in_buf_;             // file input, a piece at a time
+  const char* in_ = nullptr;       // unread input bytes [in_, in_end_)
+  const char* in_end_ = nullptr;
+  bool in_eof_ = false;            // no more input after [in_, in_end_)
+  uint64_t in_consumed_ = 0;       // input bytes before in_
+  uint64_t produced_ = 0;          // bytes handed out
+  uint64_t size_hint_ = 0;
+  std::unique_ptr<Gzip> gzip_;
 };
 
 // The bytes of the file, decompressed when gzip. The returned string has at

@@ -2,7 +2,11 @@
 
 #include <simdjson.h>
 
+#include <string.h>
+
+#include <algorithm>
 #include <charconv>
+#include <cstring>
 #include <cmath>
 #include <cstdlib>
 #include <optional>
@@ -79,54 +83,75 @@ std::optional<int64_t> ParseIntToken(std::string_view text) {
   return static_cast<int64_t>(d);
 }
 
+// Tracks JSON strings and bracket depth over text fed in pieces (no
+// validation: simdjson validates what is parsed).
+struct BracketScanner {
+  int64_t depth = 0;
+  bool in_string = false;
+  bool escaped = false;
+
+  // Scans text[from, to) and returns the index just past the byte that
+  // brings the depth back to 0 (a closing bracket, or a string's closing
+  // quote when the scan started at depth 0), or npos.
+  size_t ScanToClose(const char* text, size_t from, size_t to) {
+    for (size_t i = from; i < to; ++i) {
+      const char c = text[i];
+      if (in_string) {
+        if (escaped) {
+          escaped = false;
+        } else if (c == '\\') {
+          escaped = true;
+        } else if (c == '"') {
+          in_string = false;
+          if (depth == 0) return i + 1;
+        }
+        continue;
+      }
+      if (c == '"') {
+        in_string = true;
+      } else if (c == '{' || c == '[') {
+        ++depth;
+      } else if ((c == '}' || c == ']') && --depth <= 0) {
+        return i + 1;
+      }
+    }
+    return std::string_view::npos;
+  }
+};
+
+bool IsSpace(char c) { return c == ' ' || c == '\n' || c == '\r' || c == '\t'; }
+
+// The events are parsed a window at a time (ReadOptions::window_bytes of the
+// traceEvents array, cut between two events) handed to simdjson as one small
+// document: the structural index and the text stay in cache, and memory
+// holds one window, not the file.
+
 class KinetoParser {
  public:
-  KinetoParser(std::string_view json, const std::string& source, const ReadOptions& options)
-      : json_(json), source_(source), options_(options) {}
+  KinetoParser(TraceByteStream& in, const std::string& source, const ReadOptions& options)
+      : in_(in), source_(source), options_(options) {}
 
   absl::StatusOr<Trace> Run() {
     trace_.path = source_;
-    std::string_view body = Trim(json_);
-    size_t lead = 0;
-    while (lead < body.size() && (body[lead] == ' ' || body[lead] == '\n' || body[lead] == '\r' ||
-                                  body[lead] == '\t')) {
-      ++lead;
+    DD_ASSIGN_OR_RETURN(const int first, PeekNonSpace());
+    if (first < 0) {
+      return Invalid(total_read_ == 0 ? "the file is empty (0 bytes)" : "the file holds only whitespace");
     }
-    if (json_.empty()) return Invalid("the file is empty (0 bytes)");
-    if (lead == body.size()) return Invalid("the file holds only whitespace");
-    if (body[lead] != '{' && body[lead] != '[') {
+    if (first != '{' && first != '[') {
+      DD_RETURN_IF_ERROR(Fill(16));
       return Invalid(StrCat("not JSON: a trace starts with '{' or '[', this file starts with ",
-                                  Quote(Printable(body.substr(lead, 16)))));
+                            Quote(Printable(Trim(Text(begin_, std::min(end_, begin_ + 16)))))));
     }
-    if (auto err = parser_.allocate(json_.size()); err != simdjson::SUCCESS) {
-      return absl::ResourceExhaustedError(
-          StrCat(source_, ": cannot allocate the JSON parser: ", simdjson::error_message(err)));
-    }
-    simdjson::padded_string_view view(json_.data(), json_.size(), json_.size() + JsonPadding());
-    if (auto err = parser_.iterate(view).get(doc_); err != simdjson::SUCCESS) {
-      return JsonError(err, -1, "");
-    }
-    doc_started_ = true;
-    od::json_type type;
-    if (auto err = doc_.type().get(type); err != simdjson::SUCCESS) return JsonError(err, -1, "");
-    if (type == od::json_type::array) {
-      od::array events;
-      if (auto err = doc_.get_array().get(events); err != simdjson::SUCCESS) {
-        return JsonError(err, -1, "");
-      }
-      DD_RETURN_IF_ERROR(ParseEvents(events));
+    ++begin_;
+    if (first == '[') {
+      DD_RETURN_IF_ERROR(ParseEventStream(1));
       saw_events_ = true;
-    } else if (type == od::json_type::object) {
-      od::object top;
-      if (auto err = doc_.get_object().get(top); err != simdjson::SUCCESS) {
-        return JsonError(err, -1, "");
-      }
-      DD_RETURN_IF_ERROR(ParseTop(top));
     } else {
-      return Invalid("the top level must be an object with \"traceEvents\" or an array of events");
+      DD_RETURN_IF_ERROR(ParseTopLevel());
     }
-    if (const char* rest = nullptr; doc_.current_location().get(rest) == simdjson::SUCCESS) {
-      return Invalid(StrCat("unexpected text after the end of the JSON document", LocationSuffix()));
+    DD_ASSIGN_OR_RETURN(const int rest, PeekNonSpace());
+    if (rest >= 0) {
+      return Invalid(StrCat("unexpected text after the end of the JSON document at byte ", Global(begin_)));
     }
     if (!saw_events_) return Invalid("no \"traceEvents\" array in the top-level object");
     if (trace_.events.empty()) return Invalid("the trace holds no events");
@@ -149,12 +174,337 @@ class KinetoParser {
     return absl::InvalidArgumentError(StrCat(source_, ": event ", index, ": ", msg));
   }
 
+  absl::Status Truncated(std::string_view where = "") const {
+    return absl::InvalidArgumentError(StrCat(source_, ": ", where,
+                                             "the JSON is truncated: the top-level value is never closed (",
+                                             total_read_, " bytes read)"));
+  }
+
+  // Warnings wait until their event is parsed whole: an event cut by a
+  // window's end is parsed again, with the next window.
+  void Warn(std::string_view kind, std::string example) {
+    pending_warnings_.emplace_back(std::string(kind), std::move(example));
+  }
+  void FlushWarnings() {
+    for (auto& [kind, example] : pending_warnings_) trace_.warnings.Add(kind, std::move(example));
+    pending_warnings_.clear();
+  }
+
+  // --- the byte window -------------------------------------------------------
+  // buf_ holds the unread text in [begin_, end_), one spare byte before it
+  // (a window's '[') and room for a ']' and simdjson's padding after it.
+
+  int64_t Global(size_t i) const { return buf_origin_ + static_cast<int64_t>(i); }
+  std::string_view Text(size_t from, size_t to) const { return std::string_view(buf_.data() + from, to - from); }
+
+  // Reads until at least `want` bytes are unread or the input ends.
+  absl::Status Fill(size_t want) {
+    if (end_ - begin_ >= want || eof_) return absl::OkStatus();
+    if (begin_ > 1) {  // keep the unread text at the front
+      std::memmove(buf_.data() + 1, buf_.data() + begin_, end_ - begin_);
+      buf_origin_ += static_cast<int64_t>(begin_ - 1);
+      end_ -= begin_ - 1;
+      begin_ = 1;
+    }
+    const size_t reserve_after = 2 + JsonPadding();  // a window's "] " and simdjson's padding
+    // Reads stop at a window's worth (or `want`) of unread text.
+    const size_t limit = std::max(want, std::max<size_t>(options_.window_bytes, 64));
+    while (end_ - begin_ < want && !eof_) {
+      if (end_ + reserve_after >= buf_.size()) {  // grow with the data, not to `limit` at once
+        const size_t grown = std::min(std::max<size_t>(2 * buf_.size(), size_t{1} << 16), 1 + limit + reserve_after);
+        buf_.resize(std::max(grown, end_ + reserve_after + 1));
+      }
+      const size_t room = std::min(buf_.size() - reserve_after - end_, limit - (end_ - begin_));
+      DD_ASSIGN_OR_RETURN(const size_t n, in_.Read(buf_.data() + end_, room));
+      if (n == 0) eof_ = true;
+      end_ += n;
+      total_read_ += n;
+    }
+    return absl::OkStatus();
+  }
+
+  // The next byte that is not whitespace (consuming the whitespace), or -1 at
+  // the end of the input.
+  absl::StatusOr<int> PeekNonSpace() {
+    while (true) {
+      while (begin_ < end_ && IsSpace(buf_[begin_])) ++begin_;
+      if (begin_ < end_) return static_cast<unsigned char>(buf_[begin_]);
+      if (eof_) return -1;
+      DD_RETURN_IF_ERROR(Fill(1));
+    }
+  }
+
+  absl::Status Malformed(std::string_view expected) const {
+    return Invalid(StrCat("the JSON is malformed at byte ", Global(begin_), ": expected ", expected,
+                          ", found ", Quote(Printable(Text(begin_, std::min(end_, begin_ + 16))))));
+  }
+
+  // The end (an index into buf_) of the JSON value starting at begin_,
+  // reading more as needed. With `keep` false the text before the end may be
+  // dropped from the buffer (begin_ moves).
+  absl::StatusOr<size_t> ValueEnd(bool keep) {
+    const char c = buf_[begin_];
+    if (c != '{' && c != '[' && c != '"') {  // a number or a literal
+      size_t i = begin_;
+      while (true) {
+        while (i < end_ && !IsSpace(buf_[i]) && buf_[i] != ',' && buf_[i] != '}' && buf_[i] != ']') ++i;
+        if (i < end_ || eof_) return i;
+        const size_t offset = i - begin_;
+        DD_RETURN_IF_ERROR(Fill(end_ - begin_ + 1));
+        i = begin_ + offset;
+      }
+    }
+    BracketScanner scan;
+    size_t from = begin_;
+    while (true) {
+      const size_t close = scan.ScanToClose(buf_.data(), from, end_);
+      if (close != std::string_view::npos) return close;
+      if (eof_) return Truncated();
+      if (!keep) begin_ = end_;  // skipped text need not stay
+      const size_t offset = end_ - begin_;
+      DD_RETURN_IF_ERROR(Fill(end_ - begin_ + (size_t{1} << 16)));
+      from = begin_ + offset;
+    }
+  }
+
+  // --- the top level -----------------------------------------------------------
+
+  // The members of the top-level object (its '{' consumed). traceEvents is
+  // streamed; the few other members daydream reads are parsed one at a time;
+  // the rest are skipped.
+  absl::Status ParseTopLevel() {
+    DD_ASSIGN_OR_RETURN(int c, PeekNonSpace());
+    if (c == '}') {
+      ++begin_;
+      return absl::OkStatus();
+    }
+    while (true) {
+      if (c < 0) return Truncated();
+      if (c != '"') return Malformed("a member name");
+      DD_ASSIGN_OR_RETURN(const size_t key_end, ValueEnd(/*keep=*/true));
+      const std::string key(Text(begin_, key_end));  // with its quotes
+      begin_ = key_end;
+      DD_ASSIGN_OR_RETURN(c, PeekNonSpace());
+      if (c < 0) return Truncated();
+      if (c != ':') return Malformed("':'");
+      ++begin_;
+      DD_ASSIGN_OR_RETURN(c, PeekNonSpace());
+      if (c < 0) return Truncated();
+      if (key == "\"traceEvents\"") {
+        if (c != '[') return Invalid("\"traceEvents\" must be an array");
+        ++begin_;
+        DD_RETURN_IF_ERROR(ParseEventStream(2));
+        saw_events_ = true;
+      } else if (key == "\"deviceProperties\"" || key == "\"distributedInfo\"" || key == "\"traceName\"" ||
+                 key == "\"baseTimeNanoseconds\"" || key == "\"schemaVersion\"") {
+        DD_ASSIGN_OR_RETURN(const size_t value_end, ValueEnd(/*keep=*/true));
+        DD_RETURN_IF_ERROR(ParseTopMember(key, value_end));
+        begin_ = value_end;
+      } else {
+        const size_t from = begin_;
+        DD_ASSIGN_OR_RETURN(const size_t value_end, ValueEnd(/*keep=*/false));
+        if (begin_ == from && !simdjson::validate_utf8(buf_.data() + from, value_end - from)) {
+          return Invalid("the text is not valid UTF-8");
+        }
+        begin_ = value_end;
+      }
+      DD_ASSIGN_OR_RETURN(c, PeekNonSpace());
+      if (c < 0) return Truncated();
+      ++begin_;
+      if (c == '}') return absl::OkStatus();
+      if (c != ',') {
+        --begin_;
+        return Malformed("',' or '}'");
+      }
+      DD_ASSIGN_OR_RETURN(c, PeekNonSpace());
+    }
+  }
+
+  // Parses {key: value} (the value in buf_[begin_, value_end)) on its own.
+  absl::Status ParseTopMember(const std::string& key, size_t value_end) {
+    std::string doc = StrCat("{", key, ":", Text(begin_, value_end), "}");
+    const size_t size = doc.size();
+    doc.append(JsonPadding(), '\0');
+    const size_t value_at = 2 + key.size();
+    loc_base_ = doc.data() + value_at;
+    loc_global_ = Global(begin_);
+    doc_start_ = doc.data();
+    doc_end_ = doc.data() + size;
+    final_closed_ = true;
+    if (auto err = parser_.iterate(simdjson::padded_string_view(doc.data(), size, doc.size())).get(doc_);
+        err != simdjson::SUCCESS) {
+      doc_started_ = false;
+      return JsonError(err, -1, "");
+    }
+    doc_started_ = true;
+    od::object top;
+    if (auto err = doc_.get_object().get(top); err != simdjson::SUCCESS) return JsonError(err, -1, "");
+    DD_RETURN_IF_ERROR(ParseTop(top));
+    FlushWarnings();
+    doc_started_ = false;
+    return absl::OkStatus();
+  }
+
+  // --- the events --------------------------------------------------------------
+
+  // Where the current window may end: the index of a ',' that closes a line
+  // and is followed, on a later line, by '{' -- between two events, as
+  // Kineto and json.dump(indent=...) write them. A raw newline never occurs
+  // inside a JSON string, so such a comma is outside every string; if it is
+  // inside an event after all (an args array of objects), that event fails
+  // to parse in this window and is parsed again, whole, in the next one.
+  // npos when there is none past the first event's start.
+  size_t FindCut(size_t from, size_t to) const {
+    const char* base = buf_.data();
+    size_t search_end = to;
+    while (search_end > from) {
+      const void* nl = memrchr(base + from, '\n', search_end - from);
+      if (nl == nullptr) return std::string_view::npos;
+      const size_t n = static_cast<size_t>(static_cast<const char*>(nl) - base);
+      search_end = n;
+      size_t next = n + 1;
+      while (next < to && IsSpace(buf_[next])) ++next;
+      if (next >= to || buf_[next] != '{') continue;
+      size_t comma = n;
+      while (comma > from && IsSpace(buf_[comma - 1])) --comma;
+      if (comma == from || buf_[--comma] != ',') continue;
+      size_t before = comma;  // the window must hold an event before the comma
+      while (before > from && IsSpace(buf_[before - 1])) --before;
+      if (before > from) return comma;
+    }
+    return std::string_view::npos;
+  }
+
+  // The elements of a traceEvents array (its '[' consumed), a window at a
+  // time; `depth` counts the brackets open around the elements (1 for a bare
+  // array, 2 inside the top-level object). Returns with begin_ after the
+  // array's ']'.
+  absl::Status ParseEventStream(int64_t depth) {
+    // Real traces take 200-450 bytes per event: room for all of them at once
+    // (growing would copy the vector); pages never written cost no memory.
+    trace_.events.reserve(static_cast<size_t>(std::min<uint64_t>(in_.size_hint(), uint64_t{1} << 40) / 128 + 16));
+    size_t window = std::max<size_t>(options_.window_bytes, 64);
+    while (true) {
+      DD_RETURN_IF_ERROR(Fill(window));
+      const bool final = eof_;
+      size_t text_end = end_;
+      if (!final) {
+        text_end = FindCut(begin_, end_);
+        if (text_end == std::string_view::npos) {  // no cut yet: a longer window
+          window = 2 * std::max(window, end_ - begin_);
+          continue;
+        }
+      } else {
+        // The rest of the input: check up front that it closes the top-level
+        // value, and that nothing follows it.
+        BracketScanner scan;
+        scan.depth = depth;
+        const size_t close = scan.ScanToClose(buf_.data(), begin_, end_);
+        final_closed_ = close != std::string_view::npos;
+        if (final_closed_) {
+          size_t i = close;
+          while (i < end_ && IsSpace(buf_[i])) ++i;
+          if (i < end_) {
+            return Invalid(StrCat("unexpected text after the end of the JSON document at byte ", Global(i)));
+          }
+        }
+      }
+      DD_ASSIGN_OR_RETURN(const WindowEnd how, ParseWindow(text_end, final));
+      if (how == WindowEnd::kArrayClosed) return absl::OkStatus();
+      if (how == WindowEnd::kCutEvent && final) return Truncated();
+      if (how == WindowEnd::kNoProgress) window = 2 * std::max(window, end_ - begin_);
+    }
+  }
+
+  enum class WindowEnd { kConsumed, kCutEvent, kNoProgress, kArrayClosed };
+
+  // Parses the events in buf_[begin_, text_end) as the array "[" text "]".
+  absl::StatusOr<WindowEnd> ParseWindow(size_t text_end, bool final) {
+    char* const data = buf_.data();
+    // The window's own ']' and a space after it (simdjson checks a document
+    // for balance, a scan of all of it, when the byte after it is a ']').
+    struct Restore {
+      char* at;
+      char saved[2];
+      ~Restore() { std::memcpy(at, saved, 2); }
+    } restore{data + text_end, {data[text_end], data[text_end + 1]}};
+    data[begin_ - 1] = '[';
+    data[text_end] = ']';
+    data[text_end + 1] = ' ';
+    loc_base_ = data;
+    loc_global_ = buf_origin_;
+    doc_start_ = data + begin_ - 1;
+    doc_end_ = data + text_end + 1;
+    const size_t size = text_end + 2 - begin_;
+    doc_started_ = false;
+    if (auto err = parser_.iterate(simdjson::padded_string_view(doc_start_, size, size + JsonPadding()))
+                       .get(doc_);
+        err != simdjson::SUCCESS) {
+      return JsonError(err, -1, "");
+    }
+    doc_started_ = true;
+    od::array events;
+    if (auto err = doc_.get_array().get(events); err != simdjson::SUCCESS) return JsonError(err, -1, "");
+    const size_t window_start = begin_;
+    for (auto item : events) {
+      const char* start = nullptr;
+      if (doc_.current_location().get(start) != simdjson::SUCCESS) start = doc_end_;
+      absl::Status status;
+      od::value value;
+      if (auto err = std::move(item).get(value); err != simdjson::SUCCESS) {
+        status = JsonError(err, index_, "");
+      } else if (index_ >= options_.max_events) {
+        return Invalid(StrCat("more than ", options_.max_events, " events"));
+      } else {
+        status = ParseEvent(value, index_);
+      }
+      if (!status.ok()) {
+        const auto at = static_cast<size_t>(start - data);
+        if (!final && at < text_end && !EventEndsBefore(at, text_end)) {
+          // The window's end cut this event: parse it again in the next.
+          pending_warnings_.clear();
+          begin_ = at;
+          return at == window_start ? WindowEnd::kNoProgress : WindowEnd::kCutEvent;
+        }
+        if (final && !final_closed_) return Truncated(StrCat("event ", index_, ": "));
+        return status;
+      }
+      FlushWarnings();
+      ++index_;
+    }
+    doc_started_ = false;
+    const char* after = nullptr;
+    if (doc_.current_location().get(after) == simdjson::SUCCESS && after < data + text_end) {
+      begin_ = static_cast<size_t>(after - data);  // the file's ']' closed the array
+      return WindowEnd::kArrayClosed;
+    }
+    // The array ended at the window's end: at the window's own ']' if the
+    // text ends with an event, else at the file's ']' just before it.
+    size_t last = text_end;
+    while (last > begin_ && IsSpace(data[last - 1])) --last;
+    if (last > begin_ && data[last - 1] == ']') {
+      begin_ = last;
+      return WindowEnd::kArrayClosed;
+    }
+    if (final) return WindowEnd::kCutEvent;  // the file's array never closed
+    begin_ = text_end + 1;
+    return WindowEnd::kConsumed;
+  }
+
+  // Whether the event starting at buf_[at] ends before `limit`.
+  bool EventEndsBefore(size_t at, size_t limit) const {
+    const char c = buf_[at];
+    if (c != '{' && c != '[') return true;  // a scalar cannot span a cut
+    BracketScanner scan;
+    return scan.ScanToClose(buf_.data(), at, limit) != std::string_view::npos;
+  }
+
   std::string LocationSuffix() {
     const char* loc = nullptr;
     // A document whose iteration never started has no location to ask for.
     if (doc_started_ && doc_.current_location().get(loc) == simdjson::SUCCESS && loc != nullptr &&
-        loc > json_.data() && loc <= json_.data() + json_.size()) {
-      return StrCat(" at byte ", loc - json_.data());
+        loc >= doc_start_ && loc < doc_end_) {
+      return StrCat(" at byte ", std::max<int64_t>(0, loc_global_ + (loc - loc_base_)));
     }
     return "";
   }
@@ -171,7 +521,7 @@ class KinetoParser {
         what = "JSON nesting deeper than the parser supports";
         break;
       case simdjson::CAPACITY:
-        what = "the file is too large for one JSON document (4 GiB)";
+        what = "an event is too large for one JSON document (4 GiB)";
         break;
       case simdjson::INCORRECT_TYPE:
         what = "a value has the wrong JSON type";
@@ -185,58 +535,8 @@ class KinetoParser {
     }
     std::string where = index >= 0 ? StrCat("event ", index, ": ") : "";
     if (!field.empty()) StrAppend(&where, Quote(field), ": ");
-    std::string location = LocationSuffix();
-    if (err != simdjson::INCORRECT_TYPE) {
-      // Structural errors: one scan of the text (on this error path only)
-      // tells a truncated file from text after a complete document.
-      const StructureScan scan = ScanStructure(json_);
-      if (!scan.root_closed) {
-        what = "the JSON is truncated: the top-level value is never closed";
-        location = StrCat(" (", json_.size(), " bytes read)");
-      } else if (scan.trailing_at != std::string_view::npos) {
-        what = "unexpected text after the end of the JSON document";
-        location = StrCat(" at byte ", scan.trailing_at);
-        where.clear();
-      }
-    }
-    return absl::InvalidArgumentError(StrCat(source_, ": ", where, what, location));
-  }
-
-  // Where the top-level value of `text` closes, ignoring brackets in strings.
-  struct StructureScan {
-    bool root_closed = false;
-    size_t trailing_at = std::string_view::npos;  // first non-space byte after the root
-  };
-  static StructureScan ScanStructure(std::string_view text) {
-    StructureScan out;
-    int64_t depth = 0;
-    bool in_string = false, escaped = false, started = false;
-    size_t i = 0;
-    for (; i < text.size(); ++i) {
-      const char c = text[i];
-      if (in_string) {
-        if (escaped) escaped = false;
-        else if (c == '\\') escaped = true;
-        else if (c == '"') in_string = false;
-        continue;
-      }
-      if (c == '"') in_string = true;
-      else if (c == '{' || c == '[') ++depth, started = true;
-      else if (c == '}' || c == ']') --depth;
-      if (started && depth <= 0) {
-        out.root_closed = true;
-        ++i;
-        break;
-      }
-    }
-    for (; out.root_closed && i < text.size(); ++i) {
-      const char c = text[i];
-      if (c != ' ' && c != '\n' && c != '\r' && c != '\t' && c != '\0') {
-        out.trailing_at = i;
-        break;
-      }
-    }
-    return out;
+    if (err != simdjson::INCORRECT_TYPE && !final_closed_) return Truncated(where);
+    return absl::InvalidArgumentError(StrCat(source_, ": ", where, what, LocationSuffix()));
   }
 
   absl::StatusOr<StringId> ReadString(od::value& v, int64_t index, std::string_view field) {
@@ -304,7 +604,7 @@ class KinetoParser {
       return std::nullopt;
     }
     if (!out.has_value()) {
-      trace_.warnings.Add("bad_arg_type",
+      Warn("bad_arg_type",
                           StrCat(source_, ": event ", index, ": arg ", Quote(field),
                                        " is not an integer; ignored"));
     }
@@ -344,18 +644,10 @@ class KinetoParser {
       if (auto err = std::move(field_result).get(field); err != simdjson::SUCCESS) return JsonError(err, -1, "");
       const od::raw_json_string key = field.key();
       od::value value = field.value();
-      if (key == "traceEvents") {
-        od::array events;
-        if (auto err = value.get_array().get(events); err != simdjson::SUCCESS) {
-          if (err == simdjson::INCORRECT_TYPE) return Invalid("\"traceEvents\" must be an array");
-          return JsonError(err, -1, "traceEvents");
-        }
-        DD_RETURN_IF_ERROR(ParseEvents(events));
-        saw_events_ = true;
-      } else if (key == "deviceProperties") {
+      if (key == "deviceProperties") {
         od::array devices;
         if (value.get_array().get(devices) != simdjson::SUCCESS) {
-          trace_.warnings.Add("bad_device_properties",
+          Warn("bad_device_properties",
                               StrCat(source_, ": \"deviceProperties\" is not an array; ignored"));
           continue;
         }
@@ -363,7 +655,7 @@ class KinetoParser {
       } else if (key == "distributedInfo") {
         od::object info;
         if (value.get_object().get(info) != simdjson::SUCCESS) {
-          trace_.warnings.Add("bad_distributed_info",
+          Warn("bad_distributed_info",
                               StrCat(source_, ": \"distributedInfo\" is not an object; ignored"));
           continue;
         }
@@ -443,28 +735,11 @@ class KinetoParser {
     return absl::OkStatus();
   }
 
-  absl::Status ParseEvents(od::array& events) {
-    // Real traces take 200-450 bytes per event: room for all of them at once
-    // (growing would copy the vector); pages never written cost no memory.
-    trace_.events.reserve(json_.size() / 128 + 16);
-    int64_t index = 0;
-    for (auto item : events) {
-      od::value value;
-      if (auto err = std::move(item).get(value); err != simdjson::SUCCESS) return JsonError(err, index, "");
-      if (index >= options_.max_events) {
-        return Invalid(StrCat("more than ", options_.max_events, " events"));
-      }
-      DD_RETURN_IF_ERROR(ParseEvent(value, index));
-      ++index;
-    }
-    return absl::OkStatus();
-  }
-
   absl::Status ParseArgs(od::value& value, EventScratch& s, int64_t index) {
     od::object args;
     if (auto err = value.get_object().get(args); err != simdjson::SUCCESS) {
       if (err == simdjson::INCORRECT_TYPE) {
-        trace_.warnings.Add("bad_args", StrCat(source_, ": event ", index,
+        Warn("bad_args", StrCat(source_, ": event ", index,
                                                      ": 'args' is not an object; ignored"));
         return absl::OkStatus();
       }
@@ -562,7 +837,7 @@ class KinetoParser {
     od::json_type t;
     if (auto err = v.type().get(t); err != simdjson::SUCCESS) return JsonError(err, index, field);
     if (t != od::json_type::string) {
-      trace_.warnings.Add("bad_arg_type", StrCat(source_, ": event ", index, ": arg ",
+      Warn("bad_arg_type", StrCat(source_, ": event ", index, ": arg ",
                                                        Quote(field), " is not a string; ignored"));
       return 0;
     }
@@ -641,7 +916,7 @@ class KinetoParser {
       case 't':
       case 'f': {
         if (!s.has_id || !s.has_ts) {
-          trace_.warnings.Add("bad_flow", StrCat(source_, ": event ", index,
+          Warn("bad_flow", StrCat(source_, ": event ", index,
                                                        ": flow event without 'id' or 'ts'; ignored"));
           return absl::OkStatus();
         }
@@ -658,7 +933,7 @@ class KinetoParser {
         CommitMetadata(s);
         return absl::OkStatus();
       default:
-        trace_.warnings.Add(StrCat("unsupported_phase_", std::string(1, s.ph)),
+        Warn(StrCat("unsupported_phase_", std::string(1, s.ph)),
                             StrCat(source_, ": event ", index, ": phase ",
                                          Quote(std::string(1, s.ph)),
                                          " is not read by daydream; ignored"));
@@ -719,7 +994,7 @@ class KinetoParser {
     apply(meta_process_labels_, true);
   }
 
-  std::string_view json_;
+  TraceByteStream& in_;
   const std::string& source_;
   const ReadOptions& options_;
   od::parser parser_;
@@ -728,6 +1003,21 @@ class KinetoParser {
   bool saw_events_ = false;
   bool phase_interned_[256] = {};  // by the phase's letter
   bool doc_started_ = false;
+  // The input window (see Fill).
+  std::string buf_;
+  size_t begin_ = 1;
+  size_t end_ = 1;
+  int64_t buf_origin_ = -1;  // offset in the input of buf_[0]
+  uint64_t total_read_ = 0;
+  bool eof_ = false;
+  // The document being parsed, and how its pointers map to input offsets.
+  const char* doc_start_ = nullptr;
+  const char* doc_end_ = nullptr;
+  const char* loc_base_ = nullptr;
+  int64_t loc_global_ = 0;
+  bool final_closed_ = true;  // false: the input ends before the top-level value closes
+  int64_t index_ = 0;         // of the next event
+  std::vector<std::pair<std::string, std::string>> pending_warnings_;
   absl::flat_hash_map<std::tuple<int64_t, int64_t, StringId, StringId>, int32_t> track_index_;
   std::vector<std::pair<int32_t, StringId>> meta_process_names_;
   std::vector<std::pair<int32_t, StringId>> meta_process_labels_;
@@ -773,22 +1063,22 @@ int32_t RankFromFileName(std::string_view file_name) {
 
 absl::StatusOr<Trace> ParseTraceJson(std::string_view json, const std::string& source,
                                      const ReadOptions& options) {
-  KinetoParser parser(json, source, options);
+  auto stream = TraceByteStream::FromMemory(json, source, /*detect_gzip=*/false);
+  KinetoParser parser(*stream, source, options);
   return parser.Run();
 }
 
 absl::StatusOr<Trace> ParseTraceText(const std::string& text, const std::string& source,
                                      const ReadOptions& options) {
-  std::string padded = text;
-  padded.append(JsonPadding(), '\0');
-  return ParseTraceJson(std::string_view(padded.data(), text.size()), source, options);
+  return ParseTraceJson(text, source, options);
 }
 
 absl::StatusOr<Trace> ReadTraceFile(const std::string& path, const ReadOptions& options) {
   FileSourceOptions source_options;
   source_options.max_bytes = options.max_bytes;
-  DD_ASSIGN_OR_RETURN(std::string bytes, ReadTraceBytes(path, JsonPadding(), source_options));
-  DD_ASSIGN_OR_RETURN(Trace trace, ParseTraceJson(bytes, path, options));
+  DD_ASSIGN_OR_RETURN(auto stream, TraceByteStream::Open(path, source_options));
+  KinetoParser parser(*stream, path, options);
+  DD_ASSIGN_OR_RETURN(Trace trace, parser.Run());
   if (trace.rank < 0) {
     trace.rank = RankFromFileName(path);
     trace.rank_from_file_name = trace.rank >= 0;

@@ -23,6 +23,9 @@ struct ReadOptions {
   // (No nesting limit is needed: nothing recurses. Values daydream does not
   // read are skipped iteratively, however deep; where a field it reads holds
   // nested arrays instead of what it expects, the type check rejects it.)
+  // Bytes of events parsed at a time (a window grows past this only for an
+  // event longer than it, or for text without line breaks between events).
+  size_t window_bytes = size_t{1} << 20;
   // Decompression limit for gzip files.
   uint64_t max_bytes = uint64_t{64} << 30;
 };
@@ -30,15 +33,16 @@ struct ReadOptions {
 // Reads the trace file at `path` (plain or gzip). Errors name the file and,
 // where there is one, the event index and field: "t.json: event 12: 'dur' is
 // negative (-4)". The rank comes from distributedInfo, else from the file
-// name (RankFromFileName), else stays -1.
+// name (RankFromFileName), else stays -1. The file is read and decompressed
+// as it is parsed, a window of events at a time: memory holds the Trace and
+// one window, never the whole text.
 absl::StatusOr<Trace> ReadTraceFile(const std::string& path, const ReadOptions& options = {});
 
-// Parses JSON already in memory. `json` must be followed by at least
-// kJsonPadding readable bytes (see ReadTraceBytes). `source` names it in errors.
+// Parses JSON text already in memory. `source` names it in errors.
 absl::StatusOr<Trace> ParseTraceJson(std::string_view json, const std::string& source,
                                      const ReadOptions& options = {});
 
-// Parses a JSON string held in a std::string (copies it to add padding).
+// The same, for a std::string.
 absl::StatusOr<Trace> ParseTraceText(const std::string& text, const std::string& source = "<memory>",
                                      const ReadOptions& options = {});
 

@@ -2,6 +2,7 @@
 // reader — forms, categories, args, metadata, flows, and bad input.
 #include "daydream/trace/kineto_reader.h"
 
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -680,4 +681,189 @@ TEST_CASE("RankFromFileName returns -1 when the name holds no rank", "[kineto_re
   CHECK(RankFromFileName("") == -1);
   CHECK(RankFromFileName(".json") == -1);
   CHECK(RankFromFileName("/data/rank7/trace.json") == -1);  // only the base name counts
+}
+
+// --- windows -------------------------------------------------------------------------
+// The events are parsed a window (ReadOptions::window_bytes) at a time; how the
+// text is cut must never show in the result.
+
+namespace {
+
+// Everything a parse produced, as text, for comparing two parses.
+std::string Dump(const Trace& t) {
+  std::ostringstream out;
+  out << "rank " << t.rank << " world " << t.world_size << " backend " << t.backend << " name " << t.trace_name
+      << " schema " << t.schema_version << " base " << t.base_time_ns << "\n";
+  for (const DeviceProperties& d : t.devices) out << "device " << d.id << " " << d.name << " " << d.num_sms << "\n";
+  for (const TraceTrack& k : t.tracks) {
+    out << "track " << k.pid << " " << k.tid << " " << k.pid_is_text << k.tid_is_text << " " << t.Str(k.pid_text)
+        << " " << t.Str(k.tid_text) << " " << t.Str(k.process_name) << " " << t.Str(k.process_label) << " "
+        << t.Str(k.thread_name) << " " << k.sort_index << " " << k.gpu << " " << k.num_events << "\n";
+  }
+  for (const TraceEvent& e : t.events) {
+    out << "event " << t.Str(e.name) << " " << e.ts_ns << " " << e.dur_ns << " " << e.correlation << " "
+        << e.external_id << " " << e.sequence_number << " " << e.fwd_thread_id << " " << e.record_function_id
+        << " " << e.stream << " " << e.bytes << " " << e.in_msg_nelems << " " << e.out_msg_nelems << " "
+        << e.wait_on_stream << " " << e.wait_on_event_record_correlation << " " << t.Str(e.input_dims) << " "
+        << t.Str(e.input_types) << " " << t.Str(e.collective_name) << " " << t.Str(e.dtype) << " "
+        << t.Str(e.sync_kind) << " " << e.track << " " << e.device << " " << e.group_size << " " << e.grid_blocks
+        << " " << e.block_threads << " " << static_cast<int>(e.kind) << " " << e.instant << "\n";
+  }
+  for (const TraceFlow& f : t.flows) {
+    out << "flow " << f.id << " " << f.ts_ns << " " << t.Str(f.category) << " " << f.track << " " << f.phase << "\n";
+  }
+  for (const WarningCount& w : t.warnings.items()) out << "warning " << w.kind << " " << w.count << " " << w.example << "\n";
+  out << "strings " << t.strings.size() << "\n";
+  return out.str();
+}
+
+Trace ParseWithWindow(const std::string& json, size_t window_bytes) {
+  ReadOptions options;
+  options.window_bytes = window_bytes;
+  auto trace = ParseTraceText(json, "w.json", options);
+  INFO("window " << window_bytes);
+  REQUIRE(trace.ok());
+  return *std::move(trace);
+}
+
+// A Kineto-style document (one event per line group, "},\n  {" between
+// events) whose events hold what can fool a cut: args arrays of objects
+// written over several lines (",\n{" inside an event), strings with
+// brackets, commas and escaped quotes, one event far longer than the small
+// windows, args of the wrong type (warnings), flows and metadata.
+std::string TrickyDoc(int events) {
+  std::string body;
+  for (int i = 0; i < events; ++i) {
+    if (i > 0) body += ",\n  ";
+    const std::string ts = std::to_string(10 * i);
+    switch (i % 7) {
+      case 0:
+        body += R"j({"ph":"X","cat":"cpu_op","name":"aten::mm","pid":1,"tid":1,"ts":)j" + ts +
+                R"j(,"dur":5,"args":{"External id":)j" + std::to_string(i) +
+                R"j(,"Input Dims":[[4,8],[8,2]],"Sequence number":"x","list":[
+    {"a":1},
+    {"a":2},
+    {"a":3},
+    {"a":4},
+    {"a":5},
+    {"a":6},
+    {"b":"},\n{"}
+  ]})j" "\n  }";
+        break;
+      case 1:
+        body += R"j({"ph":"X","cat":"kernel","name":"k \"q\" ],{ x","pid":0,"tid":7,"ts":)j" + ts +
+                R"j(,"dur":3,"args":{"correlation":)j" + std::to_string(i) +
+                R"j(,"stream":7,"grid":[2,1,1],"block":[128,1,1],"device":0}})j";
+        break;
+      case 2:
+        body += R"j({"ph":"X","cat":"cpu_op","name":"bad args","pid":1,"tid":1,"ts":)j" + ts +
+                R"j(,"dur":1,"args":{"correlation":1.5,"stream":[7],"dtype":3}})j";
+        break;
+      case 3:
+        body += R"j({"ph":"s","cat":"ac2g","id":)j" + std::to_string(i) + R"j(,"pid":1,"tid":1,"ts":)j" + ts + "}";
+        break;
+      case 4:
+        body += R"j({"ph":"X","cat":"cpu_op","name":")j" + std::string(3000, 'L') + R"j(","pid":1,"tid":2,"ts":)j" +
+                ts + R"j(,"dur":2})j";
+        break;
+      case 5:
+        body += R"j({"name":"thread_name","ph":"M","pid":1,"tid":)j" + std::to_string(i) +
+                R"j(,"args":{"name":"thread )j" + std::to_string(i) + R"j("}})j";
+        break;
+      default:
+        body += R"j({"ph":"Q","name":"unknown phase","pid":1,"tid":1,"ts":)j" + ts + "}";
+        break;
+    }
+  }
+  return "{\n  \"schemaVersion\": 1,\n  \"distributedInfo\": {\"rank\": 3, \"world_size\": 4},\n"
+         "  \"traceEvents\": [\n  " + body + "\n  ],\n  \"traceName\": \"tricky\",\n"
+         "  \"deviceProperties\": [\n    {\"id\": 0, \"name\": \"GPU\", \"numSms\": 80}\n  ]\n}\n";
+}
+
+}  // namespace
+
+TEST_CASE("reader gives the same trace whatever the window size", "[kineto_reader][windows]") {
+  const std::string doc = TrickyDoc(120);
+  const std::string whole = Dump(ParseWithWindow(doc, size_t{1} << 30));
+  REQUIRE_THAT(whole, Catch::Contains("warning bad_arg_type 69 ") && Catch::Contains("tricky") &&
+                          Catch::Contains("flow 115 "));
+  // Every window size from 64 bytes to past the longest event, so that
+  // windows end inside events at every kind of place.
+  for (size_t window = 64; window < 4000; window += window < 600 ? 7 : 97) {
+    INFO("window " << window);
+    CHECK(Dump(ParseWithWindow(doc, window)) == whole);
+  }
+}
+
+TEST_CASE("reader parses text without line breaks between events in one window", "[kineto_reader][windows]") {
+  std::string events;
+  for (int i = 0; i < 200; ++i) events += (i > 0 ? "," : "") + Op("op" + std::to_string(i), std::to_string(i));
+  const std::string doc = KinetoDoc(events);
+  CHECK(Dump(ParseWithWindow(doc, 64)) == Dump(ParseWithWindow(doc, size_t{1} << 30)));
+}
+
+TEST_CASE("reader windows give a real trace unchanged", "[kineto_reader][windows]") {
+  const std::string path = daydream::testing::SharedTracePath(
+      "hta-v100-1rank/rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz");
+  ReadOptions whole, small;
+  whole.window_bytes = size_t{1} << 32;
+  small.window_bytes = 4096;
+  auto a = ReadTraceFile(path, whole);
+  auto b = ReadTraceFile(path, small);
+  REQUIRE(a.ok());
+  REQUIRE(b.ok());
+  CHECK(a->events.size() > 10000);
+  CHECK(Dump(*a) == Dump(*b));
+}
+
+TEST_CASE("reader errors in a later window name the event and the byte in the file", "[kineto_reader][windows]") {
+  std::string events;
+  for (int i = 0; i < 300; ++i) {
+    if (i > 0) events += ",\n";
+    events += i == 250 ? R"j({"ph":"X","name":"a","ts":1,"dur":-4})j" : Op();
+  }
+  ReadOptions options;
+  options.window_bytes = 256;
+  CHECK(ErrorOf(KinetoDoc(events), options) == "t.json: event 250: 'dur' is negative (-4 us)");
+  // Malformed JSON deep in the file: the offset is the file's, not the window's.
+  std::string broken = KinetoDoc(events);
+  const size_t at = broken.find(R"("dur":-4)");
+  broken.replace(at, 8, R"("dur" -4)");
+  const std::string msg = ErrorOf(broken, options);
+  CHECK_THAT(msg, Catch::StartsWith("t.json: event 250: "));
+  const size_t byte_at = msg.find("at byte ");
+  REQUIRE(byte_at != std::string::npos);
+  const size_t byte = std::stoul(msg.substr(byte_at + 8));
+  CHECK(byte >= at);
+  CHECK(byte <= at + 8);
+}
+
+TEST_CASE("reader refuses a file truncated after many windows", "[kineto_reader][windows]") {
+  std::string events;
+  for (int i = 0; i < 300; ++i) events += (i > 0 ? ",\n" : "") + Op();
+  const std::string doc = KinetoDoc(events);
+  ReadOptions options;
+  options.window_bytes = 256;
+  for (size_t cut : {doc.size() - 1, doc.size() - 2, doc.size() / 2, doc.size() / 2 + 1}) {
+    INFO("cut at " << cut);
+    CHECK_THAT(ErrorOf(doc.substr(0, cut), options),
+               Catch::Contains("truncated") && Catch::Contains("(" + std::to_string(cut) + " bytes read)"));
+  }
+  CHECK_THAT(ErrorOf(doc + "\n{}", options),
+             Catch::Contains("unexpected text after the end of the JSON document at byte " +
+                             std::to_string(doc.size() + 1)));
+}
+
+TEST_CASE("reader refuses invalid JSON that a window's cut could hide", "[kineto_reader][windows]") {
+  ReadOptions options;
+  options.window_bytes = 64;
+  const std::string a = Op(), b = Op("b");
+  // A comma before the first event, two commas, a closed array followed by more events.
+  CHECK_THAT(ErrorOf("[\n,\n" + a + "]", options), Catch::StartsWith("t.json: "));
+  CHECK_THAT(ErrorOf("[" + a + ",,\n" + b + "]", options), Catch::StartsWith("t.json: "));
+  CHECK_THAT(ErrorOf("[" + a + "],\n" + b + "]", options), Catch::StartsWith("t.json: "));
+  CHECK_THAT(ErrorOf(R"({"traceEvents":[)" + a + "],\n" + b + "]}", options), Catch::StartsWith("t.json: "));
+  // A raw line break inside a string.
+  CHECK_THAT(ErrorOf("[" + a + ",\n" + R"({"ph":"X","name":"x,
+{","ts":1,"dur":1})" + "]", options), Catch::StartsWith("t.json: "));
 }
