@@ -262,3 +262,92 @@ TEST_CASE("ReadTraceBytes of a missing file names the path", "[file_source]") {
   REQUIRE_FALSE(bytes.ok());
   CHECK_THAT(Msg(bytes.status()), Catch::Contains(path));
 }
+
+// --- streaming -----------------------------------------------------------------
+
+namespace {
+
+// Random bytes compress to more than they are: a member of `bytes` bytes
+// takes more than the stream's 1 MiB input piece.
+std::string RandomText(size_t bytes, uint32_t seed) {
+  std::string s(bytes, ' ');
+  for (char& c : s) {
+    seed = seed * 1103515245u + 12345u;
+    c = static_cast<char>('!' + (seed >> 16) % 90);
+  }
+  return s;
+}
+
+// Everything `stream` yields, read `piece` bytes at a time.
+std::string ReadAll(TraceByteStream& stream, size_t piece) {
+  std::string out, buf(piece, '\0');
+  while (true) {
+    auto n = stream.Read(buf.data(), piece);
+    REQUIRE(n.ok());
+    if (*n == 0) return out;
+    out.append(buf.data(), *n);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("TraceByteStream inflates members across input pieces and small reads", "[file_source]") {
+  const std::string a = RandomText(1500000, 1), b = SomeText(300000), c = RandomText(2000, 3);
+  const std::string path = TempDir() + "/members.json.gz";
+  WriteFile(path, Gzip(a) + std::string(5, '\0') + Gzip(b) + Gzip(c));
+  for (size_t piece : {size_t{7}, size_t{4096}, size_t{3} << 20}) {
+    INFO("piece " << piece);
+    auto stream = TraceByteStream::Open(path);
+    REQUIRE(stream.ok());
+    CHECK((*stream)->gzip());
+    CHECK(ReadAll(**stream, piece) == a + b + c);
+  }
+  // A plain file streams unchanged, and its size is known up front.
+  const std::string plain = TempDir() + "/plain.json";
+  WriteFile(plain, a);
+  auto stream = TraceByteStream::Open(plain);
+  REQUIRE(stream.ok());
+  CHECK_FALSE((*stream)->gzip());
+  CHECK((*stream)->size_hint() == a.size());
+  CHECK(ReadAll(**stream, 5000) == a);
+}
+
+TEST_CASE("TraceByteStream reports a gzip file cut past its first input piece", "[file_source]") {
+  const std::string gz = Gzip(RandomText(3000000, 7));
+  const std::string path = TempDir() + "/cut_late.json.gz";
+  WriteFile(path, gz.substr(0, gz.size() - 100));
+  auto stream = TraceByteStream::Open(path);
+  REQUIRE(stream.ok());
+  std::string buf(1 << 16, '\0');
+  absl::Status status;
+  while (true) {
+    auto n = (*stream)->Read(buf.data(), buf.size());
+    if (!n.ok()) {
+      status = n.status();
+      break;
+    }
+    if (*n == 0) break;  // the end passed for a complete file: fails below
+  }
+  CHECK_THAT(Msg(status), Catch::StartsWith(path + ": ") && Catch::Contains("truncated"));
+}
+
+TEST_CASE("ReadTraceFile streams a gzip trace of many windows to the same Trace as the text", "[file_source]") {
+  std::string events;
+  for (int i = 0; i < 20000; ++i) {
+    if (i > 0) events += ",\n  ";
+    events += R"j({"ph":"X","cat":"cpu_op","name":"op)j" + std::to_string(i % 50) +
+              R"j(","pid":1,"tid":1,"ts":)j" + std::to_string(10 * i) + R"j(,"dur":5})j";
+  }
+  const std::string doc = KinetoDoc(events);
+  REQUIRE(doc.size() > (size_t{1} << 20));  // more than one default window
+  const std::string path = TempDir() + "/many.json.gz";
+  WriteFile(path, doc, /*gzip=*/true);
+  auto from_file = ReadTraceFile(path);
+  auto from_text = ParseTraceText(doc, path);
+  REQUIRE(from_file.ok());
+  REQUIRE(from_text.ok());
+  REQUIRE(from_file->events.size() == 20000);
+  CHECK(from_file->events.back().ts_ns == from_text->events.back().ts_ns);
+  CHECK(from_file->Str(from_file->events[12345].name) == "op45");
+  CHECK(from_file->strings.size() == from_text->strings.size());
+}
