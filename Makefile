@@ -24,7 +24,7 @@ JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 APT_PACKAGES := g++ make pkg-config libabsl-dev libprotobuf-dev protobuf-compiler libsimdjson-dev \
-                zlib1g-dev catch2 libbenchmark-dev python3-venv
+                zlib1g-dev libisal-dev catch2 libbenchmark-dev python3-venv
 PY_BUILD_DEPS := scikit-build-core>=0.10 pybind11>=2.12 cmake>=3.18 ninja
 # torch: the CPU build pip finds on local disk (capture tests train small models).
 PY_TEST_DEPS := pytest>=7 torch==2.13.0 numpy

@@ -3,7 +3,7 @@
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include <zlib.h>
+#include <isa-l/igzip_lib.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -18,6 +18,7 @@ namespace daydream {
 namespace {
 
 constexpr size_t kInputPiece = size_t{1} << 20;  // file bytes read at a time
+constexpr size_t kKeep = 16;                      // bytes kept before the unread input
 
 bool IsGzipMagic(std::string_view data) {
   return data.size() >= 2 && static_cast<unsigned char>(data[0]) == 0x1f &&
@@ -63,11 +64,28 @@ absl::StatusOr<std::string> Drain(TraceByteStream& stream, uint64_t guess, size_
 
 }  // namespace
 
+// Inflated with ISA-L's igzip, member by member (it reads one gzip member
+// per reset, header and trailer checked).
 struct TraceByteStream::Gzip {
-  z_stream zs{};
-  bool in_member = true;  // inside a member (its end not yet seen)
-  ~Gzip() { inflateEnd(&zs); }
+  inflate_state state;
+  bool in_member = false;  // inside a member (its end not yet seen)
 };
+
+namespace {
+
+const char* IsalErrorText(int rc) {
+  switch (rc) {
+    case ISAL_INVALID_BLOCK: return "invalid deflate block";
+    case ISAL_INVALID_SYMBOL: return "invalid deflate symbol";
+    case ISAL_INVALID_LOOKBACK: return "invalid distance too far back";
+    case ISAL_INVALID_WRAPPER: return "incorrect header check";
+    case ISAL_UNSUPPORTED_METHOD: return "unknown compression method";
+    case ISAL_INCORRECT_CHECKSUM: return "incorrect data check";
+    default: return "invalid data";
+  }
+}
+
+}  // namespace
 
 TraceByteStream::TraceByteStream(std::string source, const FileSourceOptions& options)
     : source_(std::move(source)), options_(options) {}
@@ -120,7 +138,6 @@ std::unique_ptr<TraceByteStream> TraceByteStream::FromMemory(std::string_view by
                         ? GzipSizeHint(reinterpret_cast<const unsigned char*>(bytes.data() + bytes.size() - 4),
                                        bytes.size())
                         : 0;
-    if (inflateInit2(&s->gzip_->zs, 16 + MAX_WBITS) != Z_OK) s->gzip_.reset();
   }
   return s;
 }
@@ -133,21 +150,19 @@ absl::Status TraceByteStream::StartGzipIfMagic() {
   }
   if (!IsGzipMagic(std::string_view(in_, static_cast<size_t>(in_end_ - in_)))) return absl::OkStatus();
   gzip_ = std::make_unique<Gzip>();
-  if (inflateInit2(&gzip_->zs, 16 + MAX_WBITS) != Z_OK) {
-    gzip_.reset();
-    return absl::InternalError(StrCat(source_, ": zlib initialisation failed"));
-  }
   return absl::OkStatus();
 }
 
 absl::StatusOr<bool> TraceByteStream::RefillInput() {
   if (in_eof_) return false;
-  // Keep what is unread at the front, then read after it.
-  const size_t left = static_cast<size_t>(in_end_ - in_);
-  if (left > 0 && in_ != in_buf_.data()) std::memmove(in_buf_.data(), in_, left);
-  in_consumed_ += static_cast<uint64_t>(in_ - in_buf_.data());
-  in_ = in_buf_.data();
-  in_end_ = in_ + left;
+  // Keep what is unread at the front, after the last kKeep bytes read (the
+  // inflater may hand back a few bytes it read ahead past a member's end).
+  const size_t keep = std::min(kKeep, static_cast<size_t>(in_ - in_buf_.data()));
+  const size_t left = static_cast<size_t>(in_end_ - in_) + keep;
+  if (in_ - keep != in_buf_.data()) std::memmove(in_buf_.data(), in_ - keep, left);
+  in_consumed_ += static_cast<uint64_t>(in_ - keep - in_buf_.data());
+  in_ = in_buf_.data() + keep;
+  in_end_ = in_buf_.data() + left;
   while (true) {
     const ssize_t n = ::read(fd_, in_buf_.data() + left, in_buf_.size() - left);
     if (n < 0) {
@@ -194,7 +209,7 @@ absl::StatusOr<size_t> TraceByteStream::ReadRaw(char* dst, size_t n) {
 }
 
 absl::StatusOr<size_t> TraceByteStream::Inflate(char* dst, size_t n) {
-  z_stream& zs = gzip_->zs;
+  inflate_state& st = gzip_->state;
   const char* const in_start = in_buf_.empty() ? memory_.data() : in_buf_.data();
   auto compressed_at = [&] { return in_consumed_ + static_cast<uint64_t>(in_ - in_start); };
   size_t done = 0;
@@ -207,7 +222,8 @@ absl::StatusOr<size_t> TraceByteStream::Inflate(char* dst, size_t n) {
         DD_ASSIGN_OR_RETURN(const bool more, RefillInput());
         if (!more) return done;
       }
-      if (inflateReset(&zs) != Z_OK) return done;
+      isal_inflate_init(&st);
+      st.crc_flag = ISAL_GZIP;
       gzip_->in_member = true;
     }
     if (in_ == in_end_) {
@@ -218,24 +234,24 @@ absl::StatusOr<size_t> TraceByteStream::Inflate(char* dst, size_t n) {
                                                  " bytes decompressed)"));
       }
     }
-    const uInt in_chunk = static_cast<uInt>(std::min<size_t>(static_cast<size_t>(in_end_ - in_), 1u << 30));
-    const uInt out_chunk = static_cast<uInt>(std::min<size_t>(n - done, 1u << 30));
-    zs.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(in_));
-    zs.avail_in = in_chunk;
-    zs.next_out = reinterpret_cast<Bytef*>(dst + done);
-    zs.avail_out = out_chunk;
-    const int rc = inflate(&zs, Z_NO_FLUSH);
-    in_ += in_chunk - zs.avail_in;
-    done += out_chunk - zs.avail_out;
-    if (rc == Z_STREAM_END) {
-      gzip_->in_member = false;
-      continue;
+    const auto in_chunk = static_cast<uint32_t>(std::min<size_t>(static_cast<size_t>(in_end_ - in_), 1u << 30));
+    const auto out_chunk = static_cast<uint32_t>(std::min<size_t>(n - done, 1u << 30));
+    st.next_in = reinterpret_cast<uint8_t*>(const_cast<char*>(in_));
+    st.avail_in = in_chunk;
+    st.next_out = reinterpret_cast<uint8_t*>(dst + done);
+    st.avail_out = out_chunk;
+    const int rc = isal_inflate(&st);
+    in_ += in_chunk - st.avail_in;
+    done += out_chunk - st.avail_out;
+    if (rc < 0) {
+      return absl::InvalidArgumentError(StrCat(source_, ": corrupt gzip data at compressed byte ",
+                                               compressed_at(), ": ", IsalErrorText(rc)));
     }
-    const bool progressed = zs.avail_in != in_chunk || zs.avail_out != out_chunk;
-    if ((rc == Z_OK || rc == Z_BUF_ERROR) && (progressed || zs.avail_in == 0)) continue;
-    const std::string why = zs.msg != nullptr ? zs.msg : "invalid data";
-    return absl::InvalidArgumentError(
-        StrCat(source_, ": corrupt gzip data at compressed byte ", compressed_at(), ": ", why));
+    if (st.block_state == ISAL_BLOCK_FINISH) {
+      // Bytes read ahead into the bit buffer belong to what follows.
+      in_ -= std::min<size_t>(static_cast<size_t>(st.read_in_length / 8), static_cast<size_t>(in_ - in_start));
+      gzip_->in_member = false;
+    }
   }
   return done;
 }
