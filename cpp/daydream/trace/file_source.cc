@@ -7,7 +7,11 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <condition_variable>
 #include <cstring>
+#include <deque>
+#include <mutex>
+#include <thread>
 
 #include "absl/status/status.h"
 #include "daydream/base/file_io.h"
@@ -69,6 +73,7 @@ absl::StatusOr<std::string> Drain(TraceByteStream& stream, uint64_t guess, size_
 struct TraceByteStream::Gzip {
   inflate_state state;
   bool in_member = false;  // inside a member (its end not yet seen)
+  absl::Status error;      // met after bytes already handed out
 };
 
 namespace {
@@ -90,7 +95,80 @@ const char* IsalErrorText(int rc) {
 TraceByteStream::TraceByteStream(std::string source, const FileSourceOptions& options)
     : source_(std::move(source)), options_(options) {}
 
+// A thread that reads pieces ahead of the consumer into a short queue.
+// Errors wait in the queue behind the data that preceded them.
+struct TraceByteStream::ReadAhead {
+  static constexpr size_t kPiece = size_t{4} << 20;
+  static constexpr size_t kMaxQueued = 4;
+
+  struct Piece {
+    std::string bytes;
+    size_t used = 0;
+    absl::Status status;  // not OK: the error the reader met here
+  };
+
+  std::mutex mu;
+  std::condition_variable cv;
+  std::deque<Piece> queue;
+  bool stop = false;      // the consumer is gone
+  std::thread thread;
+
+  void Produce(TraceByteStream& stream) {
+    while (true) {
+      Piece piece;
+      piece.bytes.resize(kPiece);
+      absl::StatusOr<size_t> n = stream.ReadDirect(piece.bytes.data(), kPiece);
+      if (n.ok()) {
+        piece.bytes.resize(*n);
+      } else {
+        piece.bytes.clear();
+        piece.status = n.status();
+      }
+      const bool last = !n.ok() || *n == 0;
+      std::unique_lock<std::mutex> lock(mu);
+      cv.wait(lock, [&] { return stop || queue.size() < kMaxQueued; });
+      if (stop) return;
+      queue.push_back(std::move(piece));
+      cv.notify_all();
+      if (last) return;
+    }
+  }
+
+  absl::StatusOr<size_t> Consume(char* dst, size_t n) {
+    size_t done = 0;
+    std::unique_lock<std::mutex> lock(mu);
+    while (done < n) {
+      cv.wait(lock, [&] { return !queue.empty(); });
+      Piece& front = queue.front();
+      if (!front.status.ok()) {
+        if (done > 0) return done;  // the error comes with the next read
+        return front.status;
+      }
+      if (front.bytes.empty()) return done;  // the end (stays queued)
+      const size_t take = std::min(n - done, front.bytes.size() - front.used);
+      std::memcpy(dst + done, front.bytes.data() + front.used, take);
+      front.used += take;
+      done += take;
+      if (front.used == front.bytes.size()) {
+        queue.pop_front();
+        cv.notify_all();
+      }
+    }
+    return done;
+  }
+
+  ~ReadAhead() {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      stop = true;
+    }
+    cv.notify_all();
+    if (thread.joinable()) thread.join();
+  }
+};
+
 TraceByteStream::~TraceByteStream() {
+  ahead_.reset();  // joins the thread before the state it reads goes
   if (fd_ >= 0) ::close(fd_);
 }
 
@@ -119,6 +197,11 @@ absl::StatusOr<std::unique_ptr<TraceByteStream>> TraceByteStream::Open(const std
     s->size_hint_ = file_size >= 4 && ::pread(s->fd_, tail, 4, static_cast<off_t>(file_size - 4)) == 4
                         ? GzipSizeHint(tail, file_size)
                         : 0;
+  }
+  if (options.read_ahead) {
+    s->ahead_ = std::make_unique<ReadAhead>();
+    TraceByteStream* stream = s.get();
+    s->ahead_->thread = std::thread([stream] { stream->ahead_->Produce(*stream); });
   }
   return s;
 }
@@ -212,7 +295,14 @@ absl::StatusOr<size_t> TraceByteStream::Inflate(char* dst, size_t n) {
   inflate_state& st = gzip_->state;
   const char* const in_start = in_buf_.empty() ? memory_.data() : in_buf_.data();
   auto compressed_at = [&] { return in_consumed_ + static_cast<uint64_t>(in_ - in_start); };
+  if (!gzip_->error.ok()) return gzip_->error;
   size_t done = 0;
+  // The bytes inflated before an error come first; the error with the next call.
+  auto fail = [&](absl::Status status) -> absl::StatusOr<size_t> {
+    gzip_->error = std::move(status);
+    if (done > 0) return done;
+    return gzip_->error;
+  };
   while (done < n) {
     if (!gzip_->in_member) {
       // Between members: skip zero padding; more data starts a new member.
@@ -229,9 +319,9 @@ absl::StatusOr<size_t> TraceByteStream::Inflate(char* dst, size_t n) {
     if (in_ == in_end_) {
       DD_ASSIGN_OR_RETURN(const bool more, RefillInput());
       if (!more) {
-        return absl::InvalidArgumentError(StrCat(source_, ": gzip data is truncated (ended after ",
-                                                 compressed_at(), " compressed bytes, ", produced_ + done,
-                                                 " bytes decompressed)"));
+        return fail(absl::InvalidArgumentError(StrCat(source_, ": gzip data is truncated (ended after ",
+                                                      compressed_at(), " compressed bytes, ", produced_ + done,
+                                                      " bytes decompressed)")));
       }
     }
     const auto in_chunk = static_cast<uint32_t>(std::min<size_t>(static_cast<size_t>(in_end_ - in_), 1u << 30));
@@ -244,8 +334,8 @@ absl::StatusOr<size_t> TraceByteStream::Inflate(char* dst, size_t n) {
     in_ += in_chunk - st.avail_in;
     done += out_chunk - st.avail_out;
     if (rc < 0) {
-      return absl::InvalidArgumentError(StrCat(source_, ": corrupt gzip data at compressed byte ",
-                                               compressed_at(), ": ", IsalErrorText(rc)));
+      return fail(absl::InvalidArgumentError(StrCat(source_, ": corrupt gzip data at compressed byte ",
+                                                    compressed_at(), ": ", IsalErrorText(rc))));
     }
     if (st.block_state == ISAL_BLOCK_FINISH) {
       // Bytes read ahead into the bit buffer belong to what follows.
@@ -257,6 +347,11 @@ absl::StatusOr<size_t> TraceByteStream::Inflate(char* dst, size_t n) {
 }
 
 absl::StatusOr<size_t> TraceByteStream::Read(char* dst, size_t n) {
+  if (ahead_ != nullptr) return ahead_->Consume(dst, n);
+  return ReadDirect(dst, n);
+}
+
+absl::StatusOr<size_t> TraceByteStream::ReadDirect(char* dst, size_t n) {
   if (gzip_ == nullptr) return ReadRaw(dst, n);
   // The limit guards against gzip bombs. Ask for one byte more than it
   // allows, to tell "exactly at the limit" from "over it".

@@ -18,6 +18,9 @@ namespace daydream {
 struct FileSourceOptions {
   // Refuse to decompress past this many bytes (a guard against gzip bombs).
   uint64_t max_bytes = uint64_t{64} << 30;
+  // Read and decompress on a second thread, a few MiB ahead of the reader
+  // (TraceByteStream::Open only), so that inflating overlaps parsing.
+  bool read_ahead = false;
 };
 
 // The bytes of a trace, decompressed as they are read when they are gzip (one
@@ -56,6 +59,8 @@ class TraceByteStream {
   absl::StatusOr<size_t> ReadRaw(char* dst, size_t n);
   absl::StatusOr<size_t> Inflate(char* dst, size_t n);
   absl::Status StartGzipIfMagic();
+  absl::StatusOr<size_t> ReadDirect(char* dst, size_t n);
+  struct ReadAhead;
 
   std::string source_;
   FileSourceOptions options_;
@@ -69,6 +74,7 @@ class TraceByteStream {
   uint64_t produced_ = 0;          // bytes handed out
   uint64_t size_hint_ = 0;
   std::unique_ptr<Gzip> gzip_;
+  std::unique_ptr<ReadAhead> ahead_;  // with options.read_ahead
 };
 
 // The bytes of the file, decompressed when gzip. The returned string has at

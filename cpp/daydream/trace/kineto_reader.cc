@@ -1076,6 +1076,7 @@ absl::StatusOr<Trace> ParseTraceText(const std::string& text, const std::string&
 absl::StatusOr<Trace> ReadTraceFile(const std::string& path, const ReadOptions& options) {
   FileSourceOptions source_options;
   source_options.max_bytes = options.max_bytes;
+  source_options.read_ahead = true;
   DD_ASSIGN_OR_RETURN(auto stream, TraceByteStream::Open(path, source_options));
   KinetoParser parser(*stream, path, options);
   DD_ASSIGN_OR_RETURN(Trace trace, parser.Run());

@@ -295,12 +295,21 @@ TEST_CASE("TraceByteStream inflates members across input pieces and small reads"
   const std::string a = RandomText(1500000, 1), b = SomeText(300000), c = RandomText(2000, 3);
   const std::string path = TempDir() + "/members.json.gz";
   WriteFile(path, Gzip(a) + std::string(5, '\0') + Gzip(b) + Gzip(c));
-  for (size_t piece : {size_t{7}, size_t{4096}, size_t{3} << 20}) {
-    INFO("piece " << piece);
-    auto stream = TraceByteStream::Open(path);
+  for (bool ahead : {false, true}) {
+    FileSourceOptions options;
+    options.read_ahead = ahead;
+    for (size_t piece : {size_t{7}, size_t{4096}, size_t{3} << 20}) {
+      INFO("piece " << piece << ", read ahead " << ahead);
+      auto stream = TraceByteStream::Open(path, options);
+      REQUIRE(stream.ok());
+      CHECK((*stream)->gzip());
+      CHECK(ReadAll(**stream, piece) == a + b + c);
+    }
+    // A stream dropped half-read stops its thread.
+    auto stream = TraceByteStream::Open(path, options);
     REQUIRE(stream.ok());
-    CHECK((*stream)->gzip());
-    CHECK(ReadAll(**stream, piece) == a + b + c);
+    std::string some(1000, '\0');
+    REQUIRE((*stream)->Read(some.data(), some.size()).ok());
   }
   // A plain file streams unchanged, and its size is known up front.
   const std::string plain = TempDir() + "/plain.json";
@@ -316,19 +325,27 @@ TEST_CASE("TraceByteStream reports a gzip file cut past its first input piece", 
   const std::string gz = Gzip(RandomText(3000000, 7));
   const std::string path = TempDir() + "/cut_late.json.gz";
   WriteFile(path, gz.substr(0, gz.size() - 100));
-  auto stream = TraceByteStream::Open(path);
-  REQUIRE(stream.ok());
-  std::string buf(1 << 16, '\0');
-  absl::Status status;
-  while (true) {
-    auto n = (*stream)->Read(buf.data(), buf.size());
-    if (!n.ok()) {
-      status = n.status();
-      break;
+  for (bool ahead : {false, true}) {
+    INFO("read ahead " << ahead);
+    FileSourceOptions options;
+    options.read_ahead = ahead;
+    auto stream = TraceByteStream::Open(path, options);
+    REQUIRE(stream.ok());
+    std::string buf(1 << 16, '\0');
+    absl::Status status;
+    size_t read = 0;
+    while (true) {
+      auto n = (*stream)->Read(buf.data(), buf.size());
+      if (!n.ok()) {
+        status = n.status();
+        break;
+      }
+      if (*n == 0) break;  // the end passed for a complete file: fails below
+      read += *n;
     }
-    if (*n == 0) break;  // the end passed for a complete file: fails below
+    CHECK_THAT(Msg(status), Catch::StartsWith(path + ": ") && Catch::Contains("truncated"));
+    CHECK(read > 2000000);  // the data before the cut came first
   }
-  CHECK_THAT(Msg(status), Catch::StartsWith(path + ": ") && Catch::Contains("truncated"));
 }
 
 TEST_CASE("ReadTraceFile streams a gzip trace of many windows to the same Trace as the text", "[file_source]") {
