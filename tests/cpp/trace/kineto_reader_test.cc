@@ -867,3 +867,15 @@ TEST_CASE("reader refuses invalid JSON that a window's cut could hide", "[kineto
   CHECK_THAT(ErrorOf("[" + a + ",\n" + R"({"ph":"X","name":"x,
 {","ts":1,"dur":1})" + "]", options), Catch::StartsWith("t.json: "));
 }
+
+TEST_CASE("reader refuses a malformed top-level object, naming what it expected and where", "[kineto_reader][errors]") {
+  CHECK(ErrorOf(R"({"schemaVersion" 1, "traceEvents": []})") ==
+        "t.json: the JSON is malformed at byte 17: expected ':', found '1, \"traceEvents\"'");
+  CHECK(ErrorOf(R"({"traceEvents": [)" + Op() + R"(] "x": 1})") ==
+        "t.json: the JSON is malformed at byte " + std::to_string(19 + Op().size()) +
+            ": expected ',' or '}', found '\"x\": 1}'");
+  CHECK_THAT(ErrorOf(R"({1: 2})"), Catch::StartsWith("t.json: the JSON is malformed at byte 1: expected a member name"));
+  // A member daydream skips is still checked to close and to be UTF-8.
+  CHECK_THAT(ErrorOf(R"({"other": [1, 2)"), Catch::Contains("truncated"));
+  CHECK(ErrorOf("{\"other\": \"\xff\", \"traceEvents\": [" + Op() + "]}") == "t.json: the text is not valid UTF-8");
+}
