@@ -1,6 +1,8 @@
 #include "fuzz_targets.h"
 
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <string>
 
 #include "daydream/base/status_macros.h"
@@ -22,6 +24,36 @@ ReadOptions FuzzReadOptions() {
   options.max_events = 200000;
   options.max_bytes = uint64_t{64} << 20;
   return options;
+}
+
+// The reader parses events a window at a time; the cuts must never show.
+// Parses `json` again with 64-byte windows and aborts (a crash the fuzzer
+// reports) when that succeeds where the one-window parse failed, or the
+// other way round, or gives another trace.
+void CheckWindowsAgree(const std::string& json, const absl::StatusOr<Trace>& whole, const ReadOptions& options) {
+  ReadOptions small = options;
+  small.window_bytes = 64;
+  const absl::StatusOr<Trace> windowed = ParseTraceJson(json, kFuzzSource, small);
+  bool same = whole.ok() == windowed.ok();
+  if (same && whole.ok()) {
+    same = whole->events.size() == windowed->events.size() && whole->flows.size() == windowed->flows.size() &&
+           whole->tracks.size() == windowed->tracks.size() && whole->strings.size() == windowed->strings.size() &&
+           whole->warnings.items().size() == windowed->warnings.items().size();
+    for (size_t i = 0; same && i < whole->events.size(); ++i) {
+      const TraceEvent& a = whole->events[i];
+      const TraceEvent& b = windowed->events[i];
+      same = a.ts_ns == b.ts_ns && a.dur_ns == b.dur_ns && a.name == b.name && a.track == b.track &&
+             a.correlation == b.correlation && a.kind == b.kind;
+    }
+    for (size_t i = 0; same && i < whole->warnings.items().size(); ++i) {
+      same = whole->warnings.items()[i].count == windowed->warnings.items()[i].count;
+    }
+  }
+  if (!same) {
+    std::fprintf(stderr, "windowed parse differs: whole %s, 64-byte windows %s\n",
+                 std::string(whole.status().message()).c_str(), std::string(windowed.status().message()).c_str());
+    std::abort();
+  }
 }
 
 absl::Status RunGraph(const Graph& graph) {
@@ -47,7 +79,11 @@ absl::Status RunTraceInput(std::string_view data) {
     json.reserve(data.size() + JsonPadding());
     json.assign(data.data(), data.size());
   }
-  DD_ASSIGN_OR_RETURN(const Trace trace, ParseTraceJson(json, kFuzzSource, options));
+  ReadOptions whole_options = options;
+  whole_options.window_bytes = json.size() + 1;  // one window
+  absl::StatusOr<Trace> parsed = ParseTraceJson(json, kFuzzSource, whole_options);
+  CheckWindowsAgree(json, parsed, options);
+  DD_ASSIGN_OR_RETURN(const Trace trace, std::move(parsed));
   DD_ASSIGN_OR_RETURN(const Graph graph, BuildGraph(trace));
   DD_RETURN_IF_ERROR(RunGraph(graph));
   // Passes may refuse a graph (no GPU, no gradients, ...) but never crash on
