@@ -66,6 +66,17 @@ std::string_view Trim(std::string_view s) {
 
 // Parses an integer token ("12", "-3", "12.0"); nullopt for other text.
 std::optional<int64_t> ParseIntToken(std::string_view text) {
+  // Most tokens are a few digits followed by nothing or whitespace.
+  const char* p = text.data();
+  const char* const text_end = p + text.size();
+  const bool negative = p < text_end && *p == '-';
+  if (negative) ++p;
+  const char* const digits = p;
+  uint64_t fast = 0;
+  while (p < text_end && static_cast<unsigned>(*p - '0') < 10 && p - digits < 18) fast = fast * 10 + (*p++ - '0');
+  if (p > digits && Trim(std::string_view(p, static_cast<size_t>(text_end - p))).empty()) {
+    return negative ? -static_cast<int64_t>(fast) : static_cast<int64_t>(fast);
+  }
   text = Trim(text);
   int64_t value = 0;
   const char* begin = text.data();
