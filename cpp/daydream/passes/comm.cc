@@ -9,6 +9,7 @@
 #include "absl/status/status.h"
 #include "daydream/base/status_macros.h"
 #include "daydream/base/strings.h"
+#include "daydream/base/time.h"
 #include "daydream/passes/editor.h"
 
 namespace daydream {
@@ -33,6 +34,10 @@ std::vector<OptionSpec> NetworkOptions() {
        "recorded when it has them, else nvlink for GPU graphs and ethernet10 for CPU-only graphs"},
       {"bandwidth_gbps", OptionType::kDouble, "0", "link bandwidth in GB/s, overriding the network's (0: keep)"},
       {"latency_us", OptionType::kDouble, "-1", "per-step latency in microseconds, overriding the network's (-1: keep)"},
+      {"comm_cpu_share", OptionType::kDouble, "0",
+       "fraction (0..1) of each collective's time that it takes from the CPU thread that issued it: 0 where "
+       "collectives run beside compute (NCCL), up to 1 where they need the cores that compute (gloo on CPU ranks "
+       "with no spare core; measured by daydream.calibrate_network)"},
   };
 }
 
@@ -129,6 +134,107 @@ int32_t ProducerIn(const Tensor& t, int32_t iteration) {
   return -1;
 }
 
+// The part of `collective` (an inserted all-reduce) that runs on the CPU
+// thread that issued it: a task of `share` x its time, right after
+// `issuer` (the bucket's last gradient producer) on the issuer's thread, which
+// `consumer` waits for. The thread's later work waits for it too: that is the
+// contention. Returns its id. Error: the issuer is not on a CPU thread.
+absl::StatusOr<int32_t> InsertCpuShare(GraphEditor& editor, int32_t issuer, const Task& collective, double share,
+                                       int32_t consumer) {
+  Graph& graph = editor.graph();
+  const int32_t thread = graph.tasks[static_cast<size_t>(issuer)].resource;
+  if (graph.resources[static_cast<size_t>(thread)].kind != ResourceKind::kCpuThread) {
+    return absl::InvalidArgumentError(StrCat(
+        "comm_cpu_share is for collectives issued by CPU threads (gloo on CPU ranks), but gradient producer '",
+        graph.TaskName(issuer), "' runs on ", graph.Str(graph.resources[static_cast<size_t>(thread)].name),
+        ": leave comm_cpu_share at 0"));
+  }
+  Task task;
+  task.kind = TaskKind::kCpuOp;
+  task.phase = Phase::kComm;
+  task.resource = thread;
+  task.iteration = collective.iteration;
+  task.recorded_start_ns = collective.recorded_start_ns;
+  task.duration_ns = RoundNs(share * static_cast<double>(collective.duration_ns));
+  task.name = graph.strings.Intern(StrCat(graph.Str(collective.name), ": CPU share"));
+  const int32_t id = editor.AddTask(task);
+  editor.InsertAfterOnResource(issuer, id);
+  editor.AddEdge(id, consumer, EdgeKind::kData);
+  return id;
+}
+
+// The CPU thread that produces most gradients (-1: none on a CPU thread).
+int32_t ComputeThread(const Graph& graph, const std::vector<int32_t>& grads) {
+  std::vector<int64_t> count(graph.resources.size(), 0);
+  for (int32_t t : grads) {
+    for (int32_t p : graph.tensors[static_cast<size_t>(t)].producers) {
+      if (p >= 0) ++count[static_cast<size_t>(graph.tasks[static_cast<size_t>(p)].resource)];
+    }
+  }
+  int32_t best = -1;
+  for (size_t r = 0; r < count.size(); ++r) {
+    if (graph.resources[r].kind != ResourceKind::kCpuThread || count[r] == 0) continue;
+    if (best < 0 || count[r] > count[static_cast<size_t>(best)]) best = static_cast<int32_t>(r);
+  }
+  return best;
+}
+
+// The recorded collectives `removed` took CPU from the thread that computes
+// while they were in flight (the same contention InsertCpuShare models): each
+// took `plan.comm_cpu_share` x min(its time on the plan's network, the
+// thread's recorded work during its recorded span). That work gets it back,
+// spread over the tasks in proportion to their overlap with the span (none
+// below zero). Returns the time given back.
+TimeNs GiveBackCpuShares(Graph& graph, const std::vector<int32_t>& removed, const std::vector<int32_t>& grads,
+                         const AllReducePlan& plan) {
+  const int32_t thread = ComputeThread(graph, grads);
+  if (thread < 0 || plan.comm_cpu_share <= 0) return 0;
+  std::vector<int32_t> work;  // the thread's tasks by recorded start
+  for (size_t t = 0; t < graph.tasks.size(); ++t) {
+    if (graph.tasks[t].resource == thread) work.push_back(static_cast<int32_t>(t));
+  }
+  auto start = [&](int32_t t) { return graph.tasks[static_cast<size_t>(t)].recorded_start_ns; };
+  std::stable_sort(work.begin(), work.end(), [&](int32_t a, int32_t b) { return start(a) < start(b); });
+  // Spans as recorded, whatever earlier collectives took.
+  std::vector<double> cut(work.size(), 0.0);
+  for (int32_t c : removed) {
+    const Task& collective = graph.tasks[static_cast<size_t>(c)];
+    const TimeNs begin = collective.recorded_start_ns;
+    const TimeNs end = begin + collective.duration_ns;
+    auto overlap = [&](size_t i) {
+      const Task& task = graph.tasks[static_cast<size_t>(work[i])];
+      return std::max<TimeNs>(0, std::min(end, task.recorded_start_ns + task.duration_ns) -
+                                     std::max(begin, task.recorded_start_ns));
+    };
+    // The thread's tasks do not overlap one another: those in the span are
+    // the ones starting inside it and the one running when it began.
+    size_t first = static_cast<size_t>(
+        std::lower_bound(work.begin(), work.end(), begin, [&](int32_t t, TimeNs v) { return start(t) < v; }) -
+        work.begin());
+    if (first > 0 && overlap(first - 1) > 0) --first;
+    TimeNs busy = 0;
+    size_t last = first;
+    for (; last < work.size() && start(work[last]) < end; ++last) busy += overlap(last);
+    if (busy <= 0) continue;
+    const double model = collective.bytes > 0 ? static_cast<double>(CollectiveTime(
+                                                    Collective::kAllReduce, plan.algorithm, collective.bytes,
+                                                    plan.world_size, plan.network))
+                                              : static_cast<double>(collective.duration_ns);
+    const double share = plan.comm_cpu_share * std::min(model, static_cast<double>(busy));
+    for (size_t i = first; i < last; ++i) {
+      cut[i] += share * static_cast<double>(overlap(i)) / static_cast<double>(busy);
+    }
+  }
+  TimeNs given = 0;
+  for (size_t i = 0; i < work.size(); ++i) {
+    TimeNs& duration = graph.tasks[static_cast<size_t>(work[i])].duration_ns;
+    const TimeNs taken = std::min(duration, RoundNs(cut[i]));
+    duration -= taken;
+    given += taken;
+  }
+  return given;
+}
+
 // Inserts the bucketed all-reduces of every iteration. Returns how many.
 absl::StatusOr<int64_t> InsertAllReduces(Graph& graph, const AllReducePlan& plan, const std::vector<int32_t>& grads,
                                          PassContext& context, std::string_view pass) {
@@ -149,6 +255,7 @@ absl::StatusOr<int64_t> InsertAllReduces(Graph& graph, const AllReducePlan& plan
   size_t report_buckets = 0;
   int64_t report_bytes = 0;
   TimeNs report_time = 0;
+  TimeNs report_cpu_share = 0;
   for (int32_t it = 0; it < static_cast<int32_t>(graph.iterations.size()); ++it) {
     const std::vector<std::vector<int32_t>> buckets =
         BucketGradients(graph, it, grads, plan.bucket_mb, plan.first_bucket_mb);
@@ -165,9 +272,13 @@ absl::StatusOr<int64_t> InsertAllReduces(Graph& graph, const AllReducePlan& plan
     for (size_t b = 0; b < buckets.size(); ++b) {
       int64_t bytes = 0;
       TimeNs ready_order = 0;
+      int32_t last_producer = -1;
       for (int32_t t : buckets[b]) {
         bytes += graph.tensors[static_cast<size_t>(t)].bytes;
         const int32_t p = ProducerIn(graph.tensors[static_cast<size_t>(t)], it);
+        if (last_producer < 0 || graph.tasks[static_cast<size_t>(p)].recorded_start_ns >= ready_order) {
+          last_producer = p;
+        }
         ready_order = std::max(ready_order, graph.tasks[static_cast<size_t>(p)].recorded_start_ns);
       }
       Task task;
@@ -190,6 +301,11 @@ absl::StatusOr<int64_t> InsertAllReduces(Graph& graph, const AllReducePlan& plan
         editor.AddEdge(ProducerIn(graph.tensors[static_cast<size_t>(t)], it), id, EdgeKind::kData);
       }
       editor.AddEdge(id, consumer, EdgeKind::kData);
+      if (plan.comm_cpu_share > 0) {
+        DD_ASSIGN_OR_RETURN(const int32_t share,
+                            InsertCpuShare(editor, last_producer, task, plan.comm_cpu_share, consumer));
+        if (report) report_cpu_share += graph.tasks[static_cast<size_t>(share)].duration_ns;
+      }
       ++inserted;
     }
   }
@@ -202,8 +318,55 @@ absl::StatusOr<int64_t> InsertAllReduces(Graph& graph, const AllReducePlan& plan
                       plan.network.source, " (", plan.network.beta_bytes_per_s / 1e9, " GB/s, ",
                       plan.network.alpha_s * 1e6, " us): ", grads.size(), " gradients (",
                       Mb(static_cast<double>(report_bytes)), ") in ", report_buckets, " buckets per iteration, ",
-                      static_cast<double>(report_time) / 1e6, " ms of all-reduce per iteration"));
+                      static_cast<double>(report_time) / 1e6, " ms of all-reduce per iteration",
+                      plan.comm_cpu_share > 0
+                          ? StrCat(", ", static_cast<double>(report_cpu_share) / 1e6, " ms of it on the CPU thread "
+                                   "that issues it (comm_cpu_share ", plan.comm_cpu_share, ")")
+                          : std::string()));
   return inserted;
+}
+
+// DDP's broadcast_buffers: at the start of every forward, rank 0 broadcasts
+// the module's buffers (batch-norm running statistics), and the forward waits
+// for it. Per iteration, a broadcast of `bytes` on the plan's network, on the
+// CPU thread before its first forward task (which blocks on it). Error: an
+// iteration without a forward task on a CPU thread.
+absl::Status InsertBufferBroadcasts(Graph& graph, const AllReducePlan& plan, int64_t bytes, PassContext& context) {
+  GraphEditor editor(graph);
+  const TimeNs duration = CollectiveTime(Collective::kBroadcast, plan.algorithm, bytes, plan.world_size, plan.network);
+  const StringId name = graph.strings.Intern(StrCat("broadcast buffers (", Mb(static_cast<double>(bytes)), ")"));
+  for (int32_t it = 0; it < static_cast<int32_t>(graph.iterations.size()); ++it) {
+    int32_t forward = -1;
+    for (size_t t = 0; t < graph.tasks.size() && forward < 0; ++t) {
+      const Task& task = graph.tasks[t];
+      if (task.iteration == it && task.phase == Phase::kForward &&
+          graph.resources[static_cast<size_t>(task.resource)].kind == ResourceKind::kCpuThread) {
+        forward = static_cast<int32_t>(t);
+      }
+    }
+    if (forward < 0) {
+      return absl::FailedPreconditionError(StrCat("buffer_bytes: iteration ", it,
+                                                  " has no forward task on a CPU thread to broadcast buffers before"));
+    }
+    Task task;
+    task.kind = TaskKind::kCollective;
+    task.phase = Phase::kComm;
+    task.resource = graph.tasks[static_cast<size_t>(forward)].resource;
+    task.iteration = it;
+    task.bytes = bytes;
+    task.recorded_start_ns = graph.tasks[static_cast<size_t>(forward)].recorded_start_ns;
+    task.duration_ns = duration;
+    task.name = name;
+    const int32_t id = editor.AddTask(task);
+    editor.InsertAfterOnResource(editor.SequentialPrev(forward), id);
+    Iteration& iteration = graph.iterations[static_cast<size_t>(it)];
+    if (iteration.begin_task == forward) iteration.begin_task = id;
+  }
+  DD_RETURN_IF_ERROR(editor.Commit());
+  context.Note(StrCat("data_parallel: DDP broadcasts ", Mb(static_cast<double>(bytes)),
+                      " of module buffers before every forward: ", static_cast<double>(duration) / 1e6,
+                      " ms per iteration, blocking"));
+  return absl::OkStatus();
 }
 
 absl::StatusOr<AllReducePlan> PlanFrom(const PassOptions& options, const Graph& graph, int world_size,
@@ -216,6 +379,10 @@ absl::StatusOr<AllReducePlan> PlanFrom(const PassOptions& options, const Graph& 
   plan.first_bucket_mb = options.Double("first_bucket_mb");
   if (plan.bucket_mb < 0 || plan.first_bucket_mb < 0) {
     return absl::InvalidArgumentError("bucket_mb and first_bucket_mb must be >= 0");
+  }
+  plan.comm_cpu_share = options.Double("comm_cpu_share");
+  if (!(plan.comm_cpu_share >= 0 && plan.comm_cpu_share <= 1)) {
+    return absl::InvalidArgumentError(StrCat("comm_cpu_share must be in [0, 1], got ", plan.comm_cpu_share));
   }
   return plan;
 }
@@ -230,6 +397,10 @@ class DataParallelPass : public Pass {
     const int64_t world = options_.Int("world_size");
     if (world < 1 || world > (int64_t{1} << 24)) return absl::InvalidArgumentError("world_size must be in 1..16777216");
     DD_RETURN_IF_ERROR(PlanFrom(options_, graph, static_cast<int>(world), {}).status());  // check options even if unused
+    const int64_t buffer_bytes = options_.Int("buffer_bytes");
+    if (buffer_bytes < 0 || buffer_bytes > (int64_t{1} << 50)) {
+      return absl::InvalidArgumentError("buffer_bytes must be in 0..2^50");
+    }
     if (world == 1) {
       context.Note("data_parallel: world_size=1, nothing to communicate; the graph is unchanged");
       return false;
@@ -244,6 +415,7 @@ class DataParallelPass : public Pass {
     DD_ASSIGN_OR_RETURN(std::vector<int32_t> grads, Gradients(graph, options_.Double("gradient_mb")));
     DD_ASSIGN_OR_RETURN(AllReducePlan plan, PlanFrom(options_, graph, static_cast<int>(world), {}));
     DD_RETURN_IF_ERROR(InsertAllReduces(graph, plan, grads, context, name()).status());
+    if (buffer_bytes > 0) DD_RETURN_IF_ERROR(InsertBufferBroadcasts(graph, plan, buffer_bytes, context));
     return true;
   }
 
@@ -278,6 +450,11 @@ class TensorFusionPass : public Pass {
     DD_ASSIGN_OR_RETURN(std::vector<int32_t> grads, Gradients(graph, options_.Double("gradient_mb")));
     DD_ASSIGN_OR_RETURN(AllReducePlan plan, PlanFrom(options_, graph, world, samples));
     if (!old.empty()) {
+      const TimeNs given = GiveBackCpuShares(graph, old, grads, plan);
+      if (given > 0) {
+        context.Note(StrCat("tensor_fusion: the replaced all-reduces' CPU share (comm_cpu_share ", plan.comm_cpu_share,
+                            ") given back to the computing thread: ", static_cast<double>(given) / 1e6, " ms"));
+      }
       GraphEditor editor(graph);
       for (int32_t t : old) DD_RETURN_IF_ERROR(editor.RemoveTask(t, /*keep_gap=*/false));
       DD_RETURN_IF_ERROR(editor.Commit());
@@ -328,13 +505,20 @@ PassInfo DataParallelPassInfo() {
       "order gradients become ready (DDP: bucket_mb, first bucket first_bucket_mb); a bucket's all-reduce starts "
       "when its last gradient is ready and runs overlapped with the rest of backward; the optimizer step waits "
       "for all of them. Time per all-reduce from the alpha-beta model (ring 2(N-1)a + 2(N-1)/N b/B; tree "
-      "2 log2(N) a + 2 b/B). Sources: Daydream (ATC'20) data-parallel model, PyTorch DDP bucketing.";
+      "2 log2(N) a + 2 b/B). Where collectives need the cores that compute (gloo on CPU ranks), comm_cpu_share "
+      "of each all-reduce's time also runs on the thread that issued it, after the bucket's last gradient, and "
+      "delays what that thread does next. With buffer_bytes, DDP's buffer broadcast blocks the CPU thread before "
+      "every forward. Sources: Daydream (ATC'20) data-parallel model, PyTorch DDP bucketing and "
+      "broadcast_buffers.";
   info.options = {
       {"world_size", OptionType::kInt, "8", "number of data-parallel ranks (1: no change)"},
       {"bucket_mb", OptionType::kDouble, "25", "bucket size in MB (0: one all-reduce per gradient)"},
       {"first_bucket_mb", OptionType::kDouble, "1", "size of the first bucket in MB"},
       {"gradient_mb", OptionType::kDouble, "0",
        "total gradient size in MB, for traces that do not record gradient sizes (0: from the graph)"},
+      {"buffer_bytes", OptionType::kInt, "0",
+       "bytes of module buffers (batch-norm running statistics) DDP broadcasts from rank 0 before every forward "
+       "(broadcast_buffers=True); the graph cannot tell them: daydream.predict sets it from the model (0: none)"},
   };
   for (OptionSpec& s : NetworkOptions()) info.options.push_back(s);
   info.create = [](const PassOptions& o) -> absl::StatusOr<std::unique_ptr<Pass>> {
@@ -352,7 +536,9 @@ PassInfo TensorFusionPassInfo() {
       "first_bucket_mb, as DDP); one all-reduce per bucket starts when its last gradient is ready; the "
       "optimizer step waits for all of them. On a graph that recorded gradient all-reduces, those are replaced "
       "and the network is fitted to them (alpha-beta, least squares); on a single-device graph it acts as "
-      "data_parallel with world_size ranks. Sources: Horovod tensor fusion, PyTorch DDP buckets, XLA's "
+      "data_parallel with world_size ranks. With comm_cpu_share, each new all-reduce also runs that share of "
+      "its time on the thread that issued it, and each replaced one gives that share (at most the thread's "
+      "recorded work while it was in flight) back to the thread's tasks it overlapped. Sources: Horovod tensor fusion, PyTorch DDP buckets, XLA's "
       "all-reduce combiner, DisCo.";
   info.options = {
       {"bucket_mb", OptionType::kDouble, "25", "bucket size in MB (0: one all-reduce per gradient)"},

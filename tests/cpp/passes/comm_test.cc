@@ -508,6 +508,9 @@ TEST_CASE("data_parallel refuses bad options with clear errors", "[comm]") {
       {{{"bandwidth_gbps", "-5"}}, "bandwidth_gbps"},
       {{{"bucket_mb", "-1"}}, "bucket_mb"},
       {{{"first_bucket_mb", "-1"}}, "first_bucket_mb"},
+      {{{"comm_cpu_share", "1.5"}}, "comm_cpu_share must be in [0, 1]"},
+      {{{"comm_cpu_share", "-0.1"}}, "comm_cpu_share must be in [0, 1]"},
+      {{{"buffer_bytes", "-1"}}, "buffer_bytes"},
   };
   for (const Case& c : cases) {
     INFO(c.says);
@@ -559,7 +562,160 @@ TEST_CASE("data_parallel spreads gradient_mb over gradients of unknown size", "[
   for (int32_t ar : inserted) CHECK(t.g.tasks[static_cast<size_t>(ar)].bytes == 2 * kMiB);
 }
 
+TEST_CASE("data_parallel with comm_cpu_share runs that share of each all-reduce on the thread that issued it",
+          "[comm]") {
+  TrainingGraphOptions o;
+  o.gpu = false;  // gloo on CPU ranks: backward runs on CPU thread "stream 7"
+  o.gpu_optimizer = false;
+  o.grad_bytes = {4096, 4096, 4096};  // latency-bound all-reduces, about as long as a backward task
+  TrainingGraph shared(o), beside(o);
+  PassContext context;
+  REQUIRE(RunOk("data_parallel",
+                {{"world_size", "2"}, {"bucket_mb", "0"}, {"network", "ethernet10"}, {"comm_cpu_share", "0.5"}},
+                shared.g, &context));
+  REQUIRE(RunOk("data_parallel", {{"world_size", "2"}, {"bucket_mb", "0"}, {"network", "ethernet10"}}, beside.g));
+  const std::vector<int32_t> inserted = Inserted(shared.g);
+  REQUIRE(inserted.size() == 6);
+  const std::vector<int32_t> chain = ChainOf(shared.g, shared.gpu);
+  for (size_t i = 0; i < inserted.size(); ++i) {
+    const Task& ar = shared.g.tasks[static_cast<size_t>(inserted[i])];
+    const int32_t producer = shared.producers[i / 3][i % 3];
+    INFO(shared.g.TaskName(inserted[i]));
+    // Right after the gradient's producer on its thread, feeding the optimizer.
+    const auto at = std::find(chain.begin(), chain.end(), producer);
+    REQUIRE(at + 1 < chain.end());
+    const int32_t cpu = *(at + 1);
+    CHECK(shared.g.TaskName(cpu) == std::string(shared.g.TaskName(inserted[i])) + ": CPU share");
+    CHECK(shared.g.tasks[static_cast<size_t>(cpu)].kind == TaskKind::kCpuOp);
+    CHECK(shared.g.tasks[static_cast<size_t>(cpu)].phase == Phase::kComm);
+    CHECK(shared.g.tasks[static_cast<size_t>(cpu)].duration_ns == RoundNs(0.5 * static_cast<double>(ar.duration_ns)));
+    CHECK(HasEdge(shared.g, cpu, shared.cpu_opt[i / 3], EdgeKind::kData));
+  }
+  CHECK(ValidateResourceChains(shared.g).ok());
+  REQUIRE(context.notes.size() == 1);
+  CHECK_THAT(context.notes[0], Catch::Contains("comm_cpu_share 0.5"));
+  // The backward work after a bucket waits for its CPU share: the step is
+  // longer than with the all-reduces beside compute.
+  absl::StatusOr<Schedule> a = Simulate(shared.g);
+  absl::StatusOr<Schedule> b = Simulate(beside.g);
+  REQUIRE(a.ok());
+  REQUIRE(b.ok());
+  CHECK(a->makespan_ns > b->makespan_ns);
+}
+
+TEST_CASE("data_parallel refuses comm_cpu_share where gradients are produced on a GPU", "[comm]") {
+  TrainingGraph t;
+  const absl::Status s = RunError("data_parallel", {{"world_size", "2"}, {"comm_cpu_share", "0.5"}}, t.g);
+  CHECK(s.code() == absl::StatusCode::kInvalidArgument);
+  CHECK_THAT(std::string(s.message()), Catch::Contains("CPU threads") && Catch::Contains("stream 7"));
+}
+
+TEST_CASE("data_parallel with buffer_bytes broadcasts the buffers before every forward, blocking it", "[comm]") {
+  TrainingGraphOptions o;
+  o.gpu = false;
+  o.gpu_optimizer = false;
+  TrainingGraph t(o);
+  PassContext context;
+  REQUIRE(RunOk("data_parallel", {{"world_size", "2"}, {"network", "ethernet10"}, {"buffer_bytes", "4096"}}, t.g,
+                &context));
+  std::vector<int32_t> broadcasts;
+  for (size_t i = 0; i < t.g.tasks.size(); ++i) {
+    if (t.g.TaskName(static_cast<int32_t>(i)) == "broadcast buffers (4.0 kB)") broadcasts.push_back(static_cast<int32_t>(i));
+  }
+  REQUIRE(broadcasts.size() == 2);
+  const std::vector<int32_t> chain = ChainOf(t.g, t.cpu);
+  for (int32_t it = 0; it < 2; ++it) {
+    const Task& b = t.g.tasks[static_cast<size_t>(broadcasts[static_cast<size_t>(it)])];
+    CHECK(b.kind == TaskKind::kCollective);
+    CHECK(b.resource == t.cpu);
+    CHECK(b.iteration == it);
+    CHECK(b.bytes == 4096);
+    CHECK(b.duration_ns ==
+          CollectiveTime(Collective::kBroadcast, CollectiveAlgorithm::kRing, 4096, 2, *NetworkPreset("ethernet10")));
+    // It begins the iteration, right before the forward task that began it.
+    CHECK(t.g.iterations[static_cast<size_t>(it)].begin_task == broadcasts[static_cast<size_t>(it)]);
+    const auto at = std::find(chain.begin(), chain.end(), broadcasts[static_cast<size_t>(it)]);
+    REQUIRE(at + 1 < chain.end());
+    CHECK(t.g.tasks[static_cast<size_t>(*(at + 1))].phase == Phase::kForward);
+  }
+  REQUIRE(context.notes.size() == 2);
+  CHECK_THAT(context.notes[1], Catch::Contains("4.0 kB of module buffers"));
+  // Without buffer_bytes: no broadcast.
+  TrainingGraph plain(o);
+  REQUIRE(RunOk("data_parallel", {{"world_size", "2"}, {"network", "ethernet10"}}, plain.g));
+  for (size_t i = 0; i < plain.g.tasks.size(); ++i) {
+    CHECK(plain.g.TaskName(static_cast<int32_t>(i)).find("broadcast") == std::string_view::npos);
+  }
+}
+
 // --- tensor_fusion ---------------------------------------------------------------------
+
+TEST_CASE("tensor_fusion gives the replaced all-reduces' CPU share back to the computing thread", "[comm]") {
+  TrainingGraphOptions o;
+  o.gpu = false;  // backward on CPU thread "stream 7"; the recorded all-reduces overlap it
+  o.gpu_optimizer = false;
+  o.recorded_world = 2;
+  const double share = 0.5;
+  TrainingGraph t(o);
+  const Graph before = t.g;
+  const NetworkModel ethernet = *NetworkPreset("ethernet10");
+  // What each recorded all-reduce took: share x min(its time on the network,
+  // the thread's work during its span), spread over that work.
+  std::vector<double> cut(before.tasks.size(), 0.0);
+  double expected = 0;
+  for (size_t c = 0; c < before.tasks.size(); ++c) {
+    const Task& ar = before.tasks[c];
+    if (ar.kind != TaskKind::kCollective || ar.iteration < 0) continue;
+    const TimeNs begin = ar.recorded_start_ns, end = begin + ar.duration_ns;
+    std::vector<std::pair<size_t, TimeNs>> overlaps;
+    TimeNs busy = 0;
+    for (size_t w = 0; w < before.tasks.size(); ++w) {
+      const Task& task = before.tasks[w];
+      if (task.resource != t.gpu) continue;
+      const TimeNs ov = std::min(end, task.recorded_start_ns + task.duration_ns) - std::max(begin, task.recorded_start_ns);
+      if (ov > 0) {
+        overlaps.emplace_back(w, ov);
+        busy += ov;
+      }
+    }
+    if (busy == 0) continue;
+    const double model = static_cast<double>(CollectiveTime(Collective::kAllReduce, CollectiveAlgorithm::kRing,
+                                                            ar.bytes, 2, ethernet));
+    for (const auto& [w, ov] : overlaps) {
+      cut[w] += share * std::min(model, static_cast<double>(busy)) * static_cast<double>(ov) / static_cast<double>(busy);
+    }
+    expected += share * std::min(model, static_cast<double>(busy));
+  }
+  REQUIRE(expected > 0);
+  PassContext context;
+  REQUIRE(RunOk("tensor_fusion", {{"network", "ethernet10"}, {"comm_cpu_share", "0.5"}}, t.g, &context));
+  // The thread's tasks (names kept) lost what the all-reduces took, within rounding.
+  double given = 0;
+  for (size_t w = 0; w < before.tasks.size(); ++w) {
+    if (before.tasks[w].resource != t.gpu) continue;
+    const std::string name(before.TaskName(static_cast<int32_t>(w)));
+    for (size_t a = 0; a < t.g.tasks.size(); ++a) {
+      if (t.g.TaskName(static_cast<int32_t>(a)) != name) continue;
+      INFO(name);
+      CHECK(std::abs(static_cast<double>(before.tasks[w].duration_ns - t.g.tasks[a].duration_ns) - cut[w]) <= 0.5);
+      given += static_cast<double>(before.tasks[w].duration_ns - t.g.tasks[a].duration_ns);
+    }
+  }
+  CHECK(std::abs(given - expected) <= 4.0);
+  CHECK_THAT(context.notes[0], Catch::Contains("CPU share") && Catch::Contains("given back"));
+  // Without a share, the recorded work stays as it was.
+  TrainingGraph kept(o);
+  REQUIRE(RunOk("tensor_fusion", {{"network", "ethernet10"}}, kept.g));
+  for (size_t a = 0; a < kept.g.tasks.size(); ++a) {
+    if (kept.g.tasks[a].phase != Phase::kBackward) continue;
+    for (size_t w = 0; w < before.tasks.size(); ++w) {
+      if (before.TaskName(static_cast<int32_t>(w)) == kept.g.TaskName(static_cast<int32_t>(a))) {
+        CHECK(before.tasks[w].duration_ns == kept.g.tasks[a].duration_ns);
+      }
+    }
+  }
+}
+
 
 TEST_CASE("tensor_fusion on a single-device graph needs world_size", "[comm]") {
   TrainingGraph t;
