@@ -163,78 +163,6 @@ absl::StatusOr<int32_t> InsertCpuShare(GraphEditor& editor, int32_t issuer, cons
   return id;
 }
 
-// The CPU thread that produces most gradients (-1: none on a CPU thread).
-int32_t ComputeThread(const Graph& graph, const std::vector<int32_t>& grads) {
-  std::vector<int64_t> count(graph.resources.size(), 0);
-  for (int32_t t : grads) {
-    for (int32_t p : graph.tensors[static_cast<size_t>(t)].producers) {
-      if (p >= 0) ++count[static_cast<size_t>(graph.tasks[static_cast<size_t>(p)].resource)];
-    }
-  }
-  int32_t best = -1;
-  for (size_t r = 0; r < count.size(); ++r) {
-    if (graph.resources[r].kind != ResourceKind::kCpuThread || count[r] == 0) continue;
-    if (best < 0 || count[r] > count[static_cast<size_t>(best)]) best = static_cast<int32_t>(r);
-  }
-  return best;
-}
-
-// The recorded collectives `removed` took CPU from the thread that computes
-// while they were in flight (the same contention InsertCpuShare models): each
-// took `plan.comm_cpu_share` x min(its time on the plan's network, the
-// thread's recorded work during its recorded span). That work gets it back,
-// spread over the tasks in proportion to their overlap with the span (none
-// below zero). Returns the time given back.
-TimeNs GiveBackCpuShares(Graph& graph, const std::vector<int32_t>& removed, const std::vector<int32_t>& grads,
-                         const AllReducePlan& plan) {
-  const int32_t thread = ComputeThread(graph, grads);
-  if (thread < 0 || plan.comm_cpu_share <= 0) return 0;
-  std::vector<int32_t> work;  // the thread's tasks by recorded start
-  for (size_t t = 0; t < graph.tasks.size(); ++t) {
-    if (graph.tasks[t].resource == thread) work.push_back(static_cast<int32_t>(t));
-  }
-  auto start = [&](int32_t t) { return graph.tasks[static_cast<size_t>(t)].recorded_start_ns; };
-  std::stable_sort(work.begin(), work.end(), [&](int32_t a, int32_t b) { return start(a) < start(b); });
-  // Spans as recorded, whatever earlier collectives took.
-  std::vector<double> cut(work.size(), 0.0);
-  for (int32_t c : removed) {
-    const Task& collective = graph.tasks[static_cast<size_t>(c)];
-    const TimeNs begin = collective.recorded_start_ns;
-    const TimeNs end = begin + collective.duration_ns;
-    auto overlap = [&](size_t i) {
-      const Task& task = graph.tasks[static_cast<size_t>(work[i])];
-      return std::max<TimeNs>(0, std::min(end, task.recorded_start_ns + task.duration_ns) -
-                                     std::max(begin, task.recorded_start_ns));
-    };
-    // The thread's tasks do not overlap one another: those in the span are
-    // the ones starting inside it and the one running when it began.
-    size_t first = static_cast<size_t>(
-        std::lower_bound(work.begin(), work.end(), begin, [&](int32_t t, TimeNs v) { return start(t) < v; }) -
-        work.begin());
-    if (first > 0 && overlap(first - 1) > 0) --first;
-    TimeNs busy = 0;
-    size_t last = first;
-    for (; last < work.size() && start(work[last]) < end; ++last) busy += overlap(last);
-    if (busy <= 0) continue;
-    const double model = collective.bytes > 0 ? static_cast<double>(CollectiveTime(
-                                                    Collective::kAllReduce, plan.algorithm, collective.bytes,
-                                                    plan.world_size, plan.network))
-                                              : static_cast<double>(collective.duration_ns);
-    const double share = plan.comm_cpu_share * std::min(model, static_cast<double>(busy));
-    for (size_t i = first; i < last; ++i) {
-      cut[i] += share * static_cast<double>(overlap(i)) / static_cast<double>(busy);
-    }
-  }
-  TimeNs given = 0;
-  for (size_t i = 0; i < work.size(); ++i) {
-    TimeNs& duration = graph.tasks[static_cast<size_t>(work[i])].duration_ns;
-    const TimeNs taken = std::min(duration, RoundNs(cut[i]));
-    duration -= taken;
-    given += taken;
-  }
-  return given;
-}
-
 // Inserts the bucketed all-reduces of every iteration. Returns how many.
 absl::StatusOr<int64_t> InsertAllReduces(Graph& graph, const AllReducePlan& plan, const std::vector<int32_t>& grads,
                                          PassContext& context, std::string_view pass) {
@@ -433,13 +361,22 @@ class TensorFusionPass : public Pass {
     const int64_t asked = options_.Int("world_size");
     if (asked < 0 || asked > (int64_t{1} << 24)) return absl::InvalidArgumentError("world_size must be in 0..16777216");
     const int world = asked > 0 ? static_cast<int>(asked) : graph.world_size;
-    // The gradient all-reduces the trace recorded: replaced by the new buckets.
+    // The gradient all-reduces the trace recorded: replaced by the new
+    // buckets. Also the CPU ops that issued them (c10d::allreduce_ on the
+    // thread that computes): their spans hold what the collective took from
+    // that thread, which the new buckets' CPU shares model when there is one.
     std::vector<int32_t> old;
+    std::vector<int32_t> issues;
     for (size_t t = 0; t < graph.tasks.size(); ++t) {
       const Task& task = graph.tasks[t];
-      if (task.kind != TaskKind::kCollective || task.iteration < 0) continue;
+      if (task.iteration < 0 || (task.kind != TaskKind::kCollective && task.phase != Phase::kComm)) continue;
       absl::StatusOr<Collective> c = CollectiveOfTaskName(graph.Str(task.name));
-      if (c.ok() && *c == Collective::kAllReduce) old.push_back(static_cast<int32_t>(t));
+      if (!c.ok() || *c != Collective::kAllReduce) continue;
+      if (task.kind == TaskKind::kCollective) {
+        old.push_back(static_cast<int32_t>(t));
+      } else if (graph.resources[static_cast<size_t>(task.resource)].kind == ResourceKind::kCpuThread) {
+        issues.push_back(static_cast<int32_t>(t));
+      }
     }
     if (world <= 1) {
       return absl::FailedPreconditionError(
@@ -449,16 +386,22 @@ class TensorFusionPass : public Pass {
     const std::vector<CollectiveSample> samples = CollectiveSamples(graph, world);
     DD_ASSIGN_OR_RETURN(std::vector<int32_t> grads, Gradients(graph, options_.Double("gradient_mb")));
     DD_ASSIGN_OR_RETURN(AllReducePlan plan, PlanFrom(options_, graph, world, samples));
+    if (plan.comm_cpu_share <= 0 || old.empty()) issues.clear();
     if (!old.empty()) {
-      const TimeNs given = GiveBackCpuShares(graph, old, grads, plan);
-      if (given > 0) {
-        context.Note(StrCat("tensor_fusion: the replaced all-reduces' CPU share (comm_cpu_share ", plan.comm_cpu_share,
-                            ") given back to the computing thread: ", static_cast<double>(given) / 1e6, " ms"));
-      }
       GraphEditor editor(graph);
       for (int32_t t : old) DD_RETURN_IF_ERROR(editor.RemoveTask(t, /*keep_gap=*/false));
+      TimeNs issued = 0;
+      for (int32_t t : issues) {
+        issued += graph.tasks[static_cast<size_t>(t)].duration_ns;
+        // The framework time before the call (DDP's gradient hook) stays.
+        DD_RETURN_IF_ERROR(editor.RemoveTask(t, /*keep_gap=*/true));
+      }
       DD_RETURN_IF_ERROR(editor.Commit());
-      context.Note(StrCat("tensor_fusion: replaced ", old.size(), " recorded gradient all-reduces"));
+      context.Note(StrCat("tensor_fusion: replaced ", old.size(), " recorded gradient all-reduces",
+                          issues.empty() ? std::string()
+                                         : StrCat(" and the ", issues.size(), " calls that issued them (",
+                                                  static_cast<double>(issued) / 1e6, " ms on the issuing thread; "
+                                                  "the new buckets' CPU shares take their place)")));
       // Tensor ids are unchanged by the removal; the list stays valid.
     }
     DD_RETURN_IF_ERROR(InsertAllReduces(graph, plan, grads, context, name()).status());
@@ -537,8 +480,8 @@ PassInfo TensorFusionPassInfo() {
       "optimizer step waits for all of them. On a graph that recorded gradient all-reduces, those are replaced "
       "and the network is fitted to them (alpha-beta, least squares); on a single-device graph it acts as "
       "data_parallel with world_size ranks. With comm_cpu_share, each new all-reduce also runs that share of "
-      "its time on the thread that issued it, and each replaced one gives that share (at most the thread's "
-      "recorded work while it was in flight) back to the thread's tasks it overlapped. Sources: Horovod tensor fusion, PyTorch DDP buckets, XLA's "
+      "its time on the thread that issues it, and the recorded calls that issued the replaced ones (their spans "
+      "hold the CPU those took from the thread) are removed. Sources: Horovod tensor fusion, PyTorch DDP buckets, XLA's "
       "all-reduce combiner, DisCo.";
   info.options = {
       {"bucket_mb", OptionType::kDouble, "25", "bucket size in MB (0: one all-reduce per gradient)"},

@@ -39,6 +39,9 @@ struct TrainingGraphOptions {
   // NCCL all-reduce per gradient on its own stream, timed by `recorded_net`.
   int recorded_world = 0;
   NetworkModel recorded_net;
+  // With recorded_world: after producing each gradient, its thread issues
+  // the all-reduce (a 20 us "c10d::allreduce_" op, phase comm), as DDP on gloo.
+  bool issue_calls = false;
 };
 
 // One rank's training loop, built by hand. Per iteration, in id order:
@@ -95,6 +98,9 @@ struct TrainingGraph {
       for (size_t j = 0; j < n; ++j) {
         producers.back().push_back(add("bwd" + std::to_string(j) + suffix, gpu, TaskKind::kKernel, Phase::kBackward,
                                        50 * kUs, it, kUs));
+        if (o.recorded_world > 0 && o.issue_calls) {
+          add("c10d::allreduce_", gpu, TaskKind::kCpuOp, Phase::kComm, 20 * kUs, it, 2 * kUs);
+        }
       }
       // Created after backward, as the builder orders tasks by recorded start.
       int32_t opt_call = -1;
@@ -650,72 +656,50 @@ TEST_CASE("data_parallel with buffer_bytes broadcasts the buffers before every f
 
 // --- tensor_fusion ---------------------------------------------------------------------
 
-TEST_CASE("tensor_fusion gives the replaced all-reduces' CPU share back to the computing thread", "[comm]") {
+TEST_CASE("tensor_fusion with comm_cpu_share replaces the calls that issued the recorded all-reduces", "[comm]") {
   TrainingGraphOptions o;
-  o.gpu = false;  // backward on CPU thread "stream 7"; the recorded all-reduces overlap it
+  o.gpu = false;  // gloo on CPU ranks: backward and the issuing calls on CPU thread "stream 7"
   o.gpu_optimizer = false;
   o.recorded_world = 2;
-  const double share = 0.5;
-  TrainingGraph t(o);
-  const Graph before = t.g;
-  const NetworkModel ethernet = *NetworkPreset("ethernet10");
-  // What each recorded all-reduce took: share x min(its time on the network,
-  // the thread's work during its span), spread over that work.
-  std::vector<double> cut(before.tasks.size(), 0.0);
-  double expected = 0;
-  for (size_t c = 0; c < before.tasks.size(); ++c) {
-    const Task& ar = before.tasks[c];
-    if (ar.kind != TaskKind::kCollective || ar.iteration < 0) continue;
-    const TimeNs begin = ar.recorded_start_ns, end = begin + ar.duration_ns;
-    std::vector<std::pair<size_t, TimeNs>> overlaps;
-    TimeNs busy = 0;
-    for (size_t w = 0; w < before.tasks.size(); ++w) {
-      const Task& task = before.tasks[w];
-      if (task.resource != t.gpu) continue;
-      const TimeNs ov = std::min(end, task.recorded_start_ns + task.duration_ns) - std::max(begin, task.recorded_start_ns);
-      if (ov > 0) {
-        overlaps.emplace_back(w, ov);
-        busy += ov;
-      }
+  o.issue_calls = true;
+  auto issue_calls = [](const Graph& g) {
+    std::vector<int32_t> out;
+    for (size_t i = 0; i < g.tasks.size(); ++i) {
+      if (g.TaskName(static_cast<int32_t>(i)) == "c10d::allreduce_") out.push_back(static_cast<int32_t>(i));
     }
-    if (busy == 0) continue;
-    const double model = static_cast<double>(CollectiveTime(Collective::kAllReduce, CollectiveAlgorithm::kRing,
-                                                            ar.bytes, 2, ethernet));
-    for (const auto& [w, ov] : overlaps) {
-      cut[w] += share * std::min(model, static_cast<double>(busy)) * static_cast<double>(ov) / static_cast<double>(busy);
-    }
-    expected += share * std::min(model, static_cast<double>(busy));
-  }
-  REQUIRE(expected > 0);
+    return out;
+  };
+  TrainingGraph shared(o);
+  REQUIRE(issue_calls(shared.g).size() == 6);  // 3 gradients x 2 iterations
   PassContext context;
-  REQUIRE(RunOk("tensor_fusion", {{"network", "ethernet10"}, {"comm_cpu_share", "0.5"}}, t.g, &context));
-  // The thread's tasks (names kept) lost what the all-reduces took, within rounding.
-  double given = 0;
-  for (size_t w = 0; w < before.tasks.size(); ++w) {
-    if (before.tasks[w].resource != t.gpu) continue;
-    const std::string name(before.TaskName(static_cast<int32_t>(w)));
-    for (size_t a = 0; a < t.g.tasks.size(); ++a) {
-      if (t.g.TaskName(static_cast<int32_t>(a)) != name) continue;
-      INFO(name);
-      CHECK(std::abs(static_cast<double>(before.tasks[w].duration_ns - t.g.tasks[a].duration_ns) - cut[w]) <= 0.5);
-      given += static_cast<double>(before.tasks[w].duration_ns - t.g.tasks[a].duration_ns);
-    }
-  }
-  CHECK(std::abs(given - expected) <= 4.0);
-  CHECK_THAT(context.notes[0], Catch::Contains("CPU share") && Catch::Contains("given back"));
-  // Without a share, the recorded work stays as it was.
-  TrainingGraph kept(o);
-  REQUIRE(RunOk("tensor_fusion", {{"network", "ethernet10"}}, kept.g));
-  for (size_t a = 0; a < kept.g.tasks.size(); ++a) {
-    if (kept.g.tasks[a].phase != Phase::kBackward) continue;
-    for (size_t w = 0; w < before.tasks.size(); ++w) {
-      if (before.TaskName(static_cast<int32_t>(w)) == kept.g.TaskName(static_cast<int32_t>(a))) {
-        CHECK(before.tasks[w].duration_ns == kept.g.tasks[a].duration_ns);
+  REQUIRE(RunOk("tensor_fusion", {{"network", "ethernet10"}, {"comm_cpu_share", "0.5"}}, shared.g, &context));
+  CHECK(issue_calls(shared.g).empty());
+  // DDP's buckets ({2 MiB}, {3, 1 MiB}), their CPU shares on the thread that computes in their place.
+  const std::vector<int32_t> inserted = Inserted(shared.g);
+  REQUIRE(inserted.size() == 4);
+  for (int32_t ar : inserted) {
+    int32_t share = -1;
+    for (size_t i = 0; i < shared.g.tasks.size(); ++i) {
+      if (shared.g.TaskName(static_cast<int32_t>(i)) == std::string(shared.g.TaskName(ar)) + ": CPU share") {
+        share = static_cast<int32_t>(i);
       }
     }
+    REQUIRE(share >= 0);
+    CHECK(shared.g.tasks[static_cast<size_t>(share)].resource == shared.gpu);
   }
+  CHECK(ValidateResourceChains(shared.g).ok());
+  CHECK_THAT(context.notes[0], Catch::Contains("replaced 6 recorded gradient all-reduces and the 6 calls"));
+  // The framework time before each call (DDP's hook) stays on the thread,
+  // but for the last call's: nothing follows it there.
+  TimeNs gaps_before = 0, gaps_after = 0;
+  for (const Task& t : TrainingGraph(o).g.tasks) gaps_before += t.gap_ns;
+  for (const Task& t : shared.g.tasks) gaps_after += t.gap_ns;
+  CHECK(gaps_after == gaps_before - 2 * kUs);
+  // Without a CPU share nothing takes their place: they stay.
+  TrainingGraph beside(o);
+  REQUIRE(RunOk("tensor_fusion", {{"network", "ethernet10"}}, beside.g));
+  CHECK(issue_calls(beside.g).size() == 6);
 }
-
 
 TEST_CASE("tensor_fusion on a single-device graph needs world_size", "[comm]") {
   TrainingGraph t;
