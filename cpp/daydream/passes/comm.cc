@@ -263,15 +263,17 @@ absl::Status InsertBufferBroadcasts(Graph& graph, const AllReducePlan& plan, int
   GraphEditor editor(graph);
   const TimeNs duration = CollectiveTime(Collective::kBroadcast, plan.algorithm, bytes, plan.world_size, plan.network);
   const StringId name = graph.strings.Intern(StrCat("broadcast buffers (", Mb(static_cast<double>(bytes)), ")"));
-  for (int32_t it = 0; it < static_cast<int32_t>(graph.iterations.size()); ++it) {
-    int32_t forward = -1;
-    for (size_t t = 0; t < graph.tasks.size() && forward < 0; ++t) {
-      const Task& task = graph.tasks[t];
-      if (task.iteration == it && task.phase == Phase::kForward &&
-          graph.resources[static_cast<size_t>(task.resource)].kind == ResourceKind::kCpuThread) {
-        forward = static_cast<int32_t>(t);
-      }
+  std::vector<int32_t> first_forward(graph.iterations.size(), -1);
+  for (size_t t = 0; t < graph.tasks.size(); ++t) {
+    const Task& task = graph.tasks[t];
+    if (task.iteration >= 0 && task.phase == Phase::kForward &&
+        graph.resources[static_cast<size_t>(task.resource)].kind == ResourceKind::kCpuThread &&
+        first_forward[static_cast<size_t>(task.iteration)] < 0) {
+      first_forward[static_cast<size_t>(task.iteration)] = static_cast<int32_t>(t);
     }
+  }
+  for (int32_t it = 0; it < static_cast<int32_t>(graph.iterations.size()); ++it) {
+    const int32_t forward = first_forward[static_cast<size_t>(it)];
     if (forward < 0) {
       return absl::FailedPreconditionError(StrCat("buffer_bytes: iteration ", it,
                                                   " has no forward task on a CPU thread to broadcast buffers before"));
