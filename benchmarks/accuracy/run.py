@@ -41,6 +41,7 @@ timings of a busy machine steady).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import platform
@@ -66,8 +67,10 @@ DOC_BEGIN = "<!-- ground-truth:begin -->"
 DOC_END = "<!-- ground-truth:end -->"
 TARGET_MEDIAN, TARGET_MAX = 5.0, 15.0
 # Second predictions some rows carry, for comparison (same carry-over):
-# tensor_fusion with the pass's default network, amp with one GEMM ratio.
-ALTERNATIVE_PREDICTIONS = ("prediction_trace_fit", "prediction_gemm_ratio")
+# tensor_fusion with the pass's default network, amp with one GEMM ratio, the
+# communication passes with collectives beside compute (comm_cpu_share=0, no
+# buffer broadcast: their model before the CPU share was measured).
+ALTERNATIVE_PREDICTIONS = ("prediction_trace_fit", "prediction_gemm_ratio", "prediction_beside_compute")
 MIB = 1024 * 1024
 
 
@@ -144,7 +147,7 @@ def predict(prof: Any, opt: str, options: Dict[str, Any]) -> Dict[str, Any]:
     import daydream  # noqa: PLC0415
 
     t0 = time.perf_counter()
-    p = daydream.predict(prof.graph, opt=opt, **options)
+    p = daydream.predict(prof, opt=opt, **options)  # the Profiler: predict sees the model, as a user's would
     return {
         "pass": opt,
         "options": {k: v for k, v in options.items()},
@@ -241,7 +244,7 @@ def ddp_rank(rank: int, world: int, port: int, exp: str, name: str, a: argparse.
     from torch.nn.parallel import DistributedDataParallel as DDP  # noqa: PLC0415
 
     warnings.filterwarnings("ignore")
-    from daydream.calibrate import fit_all_reduce  # noqa: PLC0415
+    from daydream.calibrate import measure_network  # noqa: PLC0415
     from daydream.capture import training_step  # noqa: PLC0415
     from models import build, loss_for  # noqa: PLC0415
 
@@ -258,7 +261,7 @@ def ddp_rank(rank: int, world: int, port: int, exp: str, name: str, a: argparse.
             configs = {"baseline": training_step(plain, x, y, loss_fn, plain_opt)}
             ddp = DDP(build(name))  # DDP defaults: 25 MB buckets, the first 1 MB
             configs["optimized"] = training_step(ddp, x, y, loss_fn, adam(ddp.parameters()))
-            net = fit_all_reduce(dist, torch, world, max(4 * MIB, int(2 * grad_mb(plain) * MIB)), a.net_repeats)
+            net = measure_network(dist, torch, max(4 * MIB, int(2 * grad_mb(plain) * MIB)), a.net_repeats)
             # The single-process baseline runs on rank 0 alone; rank 1 waits.
             # Diagnostic, not predicted: the plain step on both ranks at once
             # (no DDP), i.e. what sharing the machine with a second process
@@ -270,10 +273,11 @@ def ddp_rank(rank: int, world: int, port: int, exp: str, name: str, a: argparse.
                 prof = capture(configs["baseline"], plain, plain_opt, a.active)
                 out = summarize(times, "baseline", "optimized")
                 out["two_plain_processes"] = stats([t for r in times["two_plain"] for t in r])
-                options = {"world_size": world, "bucket_mb": 25, "first_bucket_mb": 1,
-                           "latency_us": round(net["latency_us"], 3), "bandwidth_gbps": round(net["bandwidth_gbps"], 4)}
+                options = {"world_size": world, "bucket_mb": 25, "first_bucket_mb": 1, **network_options(net)}
                 out["prediction"] = predict(prof, "data_parallel", options)
-                out["network"] = net
+                out["prediction_beside_compute"] = predict(prof, "data_parallel",
+                                                           {**options, "comm_cpu_share": 0, "buffer_bytes": 0})
+                out["network"] = dataclasses.asdict(net)
                 out["config"] = {"batch": batch, "baseline": "1 process, 1 thread",
                                  "optimized": f"DDP, {world} processes (gloo), default buckets",
                                  "gradient_mb": round(grad_mb(plain), 3)}
@@ -293,7 +297,7 @@ def ddp_rank(rank: int, world: int, port: int, exp: str, name: str, a: argparse.
             ddp_big = DDP(build(name), bucket_cap_mb=big)
             configs = {"baseline": training_step(ddp_small, x, y, loss_fn, opt_small),
                        "optimized": training_step(ddp_big, x, y, loss_fn, adam(ddp_big.parameters()))}
-            net = fit_all_reduce(dist, torch, world, max(4 * MIB, int(2 * gmb * MIB)), a.net_repeats)
+            net = measure_network(dist, torch, max(4 * MIB, int(2 * gmb * MIB)), a.net_repeats)
             times = interleaved(configs, a.warmup, a.rounds, a.steps, sync=lambda _n: dist.barrier())
             if rank == 0:
                 prof = capture(configs["baseline"], ddp_small, opt_small, a.active)
@@ -308,11 +312,13 @@ def ddp_rank(rank: int, world: int, port: int, exp: str, name: str, a: argparse.
                 # pass's default (network=auto) fits it to the recorded
                 # gloo:all_reduce spans instead, which on a CPU include the
                 # wait for the other rank; that prediction is kept too.
-                options = {"world_size": world, "bucket_mb": big, "first_bucket_mb": big}
+                options = {"world_size": world, "bucket_mb": big, "first_bucket_mb": big,
+                           "comm_cpu_share": round(net.comm_cpu_share, 4)}
                 out["prediction_trace_fit"] = predict(prof, "tensor_fusion", options)
-                options.update(latency_us=round(net["latency_us"], 3), bandwidth_gbps=round(net["bandwidth_gbps"], 4))
+                options.update(network_options(net))
                 out["prediction"] = predict(prof, "tensor_fusion", options)
-                out["network"] = net
+                out["prediction_beside_compute"] = predict(prof, "tensor_fusion", {**options, "comm_cpu_share": 0})
+                out["network"] = dataclasses.asdict(net)
                 out["config"] = {"batch": batch, "baseline": f"DDP x{world}, bucket_cap_mb={small:g}",
                                  "optimized": f"DDP x{world}, bucket_cap_mb={big:g}", "gradient_mb": round(gmb, 3)}
             dist.barrier()
@@ -322,6 +328,11 @@ def ddp_rank(rank: int, world: int, port: int, exp: str, name: str, a: argparse.
             Path(out_path).write_text(json.dumps(out))
     finally:
         dist.destroy_process_group()
+
+
+def network_options(net: Any) -> Dict[str, float]:
+    """The calibrated network's pass options (latency, bandwidth, CPU share), rounded for the table."""
+    return {k: round(v, 4) for k, v in net.options().items()}
 
 
 def free_port() -> int:
@@ -477,10 +488,15 @@ def table(rows: List[Dict[str, Any]], meta: Dict[str, Any]) -> str:
         net = r.get("network")
         if net and "skipped" not in r:
             extra.append(f"- {r['experiment']} on {r['model']}: gloo all-reduce calibrated in the same job to "
-                         f"{net['latency_us']:.0f} us per step and {net['bandwidth_gbps']:.2f} GB/s (ring model)"
+                         f"{net['latency_us']:.0f} us per step and {net['bandwidth_gbps']:.2f} GB/s (ring model), "
+                         f"comm_cpu_share {net.get('comm_cpu_share', 0.0):.2f}"
                          + (f"; with the pass's default network (fitted to the trace's gloo:all_reduce spans) the "
                             f"prediction is {r['prediction_trace_fit']['predicted_ms']:.3f} ms "
                             f"({r['prediction_trace_fit']['error_pct']:+.1f}%)" if r.get("prediction_trace_fit") else "")
+                         + (f"; with the collectives beside compute (comm_cpu_share=0, no buffer broadcast) "
+                            f"the prediction is {r['prediction_beside_compute']['predicted_ms']:.3f} ms "
+                            f"({r['prediction_beside_compute']['error_pct']:+.1f}%)"
+                            if r.get("prediction_beside_compute") else "")
                          + (f"; the plain step on both ranks at once, without DDP: "
                             f"{r['two_plain_processes']['median_ms']:.3f} ms (alone: {r['baseline']['median_ms']:.3f} ms)"
                             if r.get("two_plain_processes") else ""))
@@ -634,7 +650,9 @@ def main() -> int:
                       f"direct {row['error_direct_pct']:+.1f}%, baseline replay {row['baseline_replay_error_pct']:+.1f}%; "
                       f"{row['wall_s']:.0f} s)"
                       + (f" [one GEMM ratio: {row['prediction_gemm_ratio']['error_pct']:+.1f}%]"
-                         if row.get("prediction_gemm_ratio") else ""), flush=True)
+                         if row.get("prediction_gemm_ratio") else "")
+                      + (f" [beside compute: {row['prediction_beside_compute']['error_pct']:+.1f}%]"
+                         if row.get("prediction_beside_compute") else ""), flush=True)
     wall = time.perf_counter() - t0
     cmd = "python benchmarks/accuracy/run.py" + (" --quick" if a.quick else "") + (
         f" --steps {a.steps} --rounds {a.rounds}" if not a.quick else "")

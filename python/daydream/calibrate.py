@@ -316,17 +316,24 @@ def format_op_factors(factors: Dict[int, float]) -> str:
 class NetworkCalibration:
     """A network measured with real all-reduces, read as the ring model's
     per-step latency and link bandwidth (t = 2(N-1) latency + 2(N-1)/N bytes /
-    bandwidth), the parameters the communication passes take."""
+    bandwidth), the parameters the communication passes take, and
+    ``comm_cpu_share``: the fraction of a collective's time that a rank's
+    computing thread loses to it when both run at once (0 for NCCL, whose
+    collectives run on the GPU beside compute; measured for gloo, whose
+    collectives run on CPU threads that share the rank's cores)."""
 
     backend: str
     world_size: int
     latency_us: float
     bandwidth_gbps: float
     samples: List[Dict[str, float]]  # per message size: bytes, mean_ms, median_ms
+    comm_cpu_share: float = 0.0
+    overlap: Dict[str, float] = dataclasses.field(default_factory=dict)  # how comm_cpu_share was measured
 
     def options(self) -> Dict[str, float]:
-        """The pass options this calibration sets."""
-        return {"latency_us": self.latency_us, "bandwidth_gbps": self.bandwidth_gbps}
+        """The options this calibration sets for ``data_parallel`` and ``tensor_fusion``."""
+        return {"latency_us": self.latency_us, "bandwidth_gbps": self.bandwidth_gbps,
+                "comm_cpu_share": self.comm_cpu_share}
 
 
 def fit_all_reduce(dist: Any, torch: Any, world_size: int, max_bytes: int = 4 << 20,
@@ -375,6 +382,82 @@ def fit_all_reduce(dist: Any, torch: Any, world_size: int, max_bytes: int = 4 <<
     }
 
 
+def _ring_all_reduce_s(nbytes: int, world_size: int, latency_us: float, bandwidth_gbps: float) -> float:
+    """The ring model's all-reduce time, as the passes compute it (cost/collectives.h)."""
+    n = max(world_size, 2)
+    return 2 * (n - 1) * latency_us * 1e-6 + 2 * (n - 1) / n * nbytes / (bandwidth_gbps * 1e9)
+
+
+def measure_comm_cpu_share(dist: Any, torch: Any, world_size: int, latency_us: float, bandwidth_gbps: float,
+                           nbytes: int = 64 << 10, collectives: int = 10, repeats: int = 15) -> Dict[str, float]:
+    """How much of a collective's time a rank's computing thread loses to it
+    on this host, as the fraction ``comm_cpu_share`` the communication passes
+    take (every rank of the current process group must call it).
+
+    Times a fixed compute loop (``collectives`` chunks of 128 x 128 matmuls,
+    each chunk about twice a collective's modelled time, so that the
+    collectives need not queue) alone and with one asynchronous all-reduce of
+    ``nbytes`` issued at the start of every chunk, as DDP issues its buckets
+    during backward, waiting for them at the end; the two alternate, after a
+    barrier each, and keep their medians. The extra time over the
+    collectives' time in the ring model fitted to the same network (latency,
+    bandwidth) is the share: 0 when they run beside compute (a spare core,
+    or a device that communicates by itself), 1 when the rank computes and
+    communicates one after the other."""
+    model_s = _ring_all_reduce_s(nbytes, world_size, latency_us, bandwidth_gbps)
+    a = torch.randn(128, 128)
+    t0 = time.perf_counter()
+    for _ in range(20):
+        torch.mm(a, a)
+    mm_s = max((time.perf_counter() - t0) / 20, 1e-7)
+    per_chunk = max(1, int(2 * max(model_s, 1e-4) / mm_s))
+    buf = torch.ones(nbytes // 4)
+
+    def run(communicate: bool) -> float:
+        dist.barrier()
+        start = time.perf_counter()
+        works = []
+        for _ in range(collectives):
+            if communicate:
+                works.append(dist.all_reduce(buf, async_op=True))
+            for _ in range(per_chunk):
+                torch.mm(a, a)
+        for w in works:
+            w.wait()
+        return time.perf_counter() - start
+
+    run(False)
+    run(True)
+    alone: List[float] = []
+    both: List[float] = []
+    for r in range(repeats):
+        for communicate in ((False, True) if r % 2 == 0 else (True, False)):
+            (both if communicate else alone).append(run(communicate))
+    compute_s, with_comm_s = statistics.median(alone), statistics.median(both)
+    share = (with_comm_s - compute_s) / (collectives * model_s)
+    return {
+        "comm_cpu_share": min(1.0, max(0.0, share)),
+        "compute_ms": compute_s * 1e3,
+        "compute_with_collectives_ms": with_comm_s * 1e3,
+        "collectives": collectives,
+        "bytes": nbytes,
+        "model_ms": model_s * 1e3,
+    }
+
+
+def measure_network(dist: Any, torch: Any, max_bytes: int = 4 << 20, repeats: int = 20) -> NetworkCalibration:
+    """The network of the current process group (every rank must call it):
+    the all-reduce fit and, on gloo, ``comm_cpu_share``."""
+    world = dist.get_world_size()
+    backend = str(dist.get_backend())
+    fit = fit_all_reduce(dist, torch, world, max_bytes, repeats)
+    net = NetworkCalibration(backend, world, fit["latency_us"], fit["bandwidth_gbps"], fit["samples"])
+    if backend == "gloo":
+        net.overlap = measure_comm_cpu_share(dist, torch, world, net.latency_us, net.bandwidth_gbps)
+        net.comm_cpu_share = net.overlap["comm_cpu_share"]
+    return net
+
+
 def _calibration_worker(rank: int, world_size: int, port: int, max_bytes: int, repeats: int,
                         queue: Any) -> None:
     torch = _torch()
@@ -384,10 +467,10 @@ def _calibration_worker(rank: int, world_size: int, port: int, max_bytes: int, r
     try:
         dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
                                 world_size=world_size)
-        fit = fit_all_reduce(dist, torch, world_size, max_bytes, repeats)
+        net = measure_network(dist, torch, max_bytes, repeats)
         dist.destroy_process_group()
         if rank == 0:
-            queue.put(("ok", fit))
+            queue.put(("ok", net))
     except Exception as e:  # reported to the parent, which raises DaydreamError
         queue.put(("error", f"rank {rank}: {type(e).__name__}: {e}"))
 
@@ -405,7 +488,8 @@ def calibrate_network(world_size: int = 2, max_mb: float = 4, repeats: int = 20,
     Inside an initialized ``torch.distributed`` process group (every rank must
     call it, as for any collective): all-reduces on that group, its backend and
     size. Otherwise: ``world_size`` local processes joined by gloo over
-    localhost (one thread each), the CPU data-parallel setting.
+    localhost (one thread each), the CPU data-parallel setting. On gloo it
+    also measures ``comm_cpu_share`` (see :func:`measure_comm_cpu_share`).
 
     Raises DaydreamError when PyTorch or torch.distributed is missing, the
     arguments are out of range, or the measuring processes fail or time out.
@@ -423,10 +507,7 @@ def calibrate_network(world_size: int = 2, max_mb: float = 4, repeats: int = 20,
         raise DaydreamError("calibrate_network: this PyTorch has no torch.distributed")
     max_bytes = int(max_mb * (1 << 20))
     if dist.is_initialized():
-        world = dist.get_world_size()
-        fit = fit_all_reduce(dist, torch, world, max_bytes, repeats)
-        return NetworkCalibration(str(dist.get_backend()), world, fit["latency_us"], fit["bandwidth_gbps"],
-                                  fit["samples"])
+        return measure_network(dist, torch, max_bytes, repeats)
     import torch.multiprocessing as mp  # noqa: PLC0415
 
     ctx = mp.get_context("spawn")
@@ -448,8 +529,7 @@ def calibrate_network(world_size: int = 2, max_mb: float = 4, repeats: int = 20,
                 p.kill()
     if result[0] != "ok":
         raise DaydreamError(f"calibrate_network: gloo between {world_size} local processes failed: {result[1]}")
-    fit = result[1]
-    return NetworkCalibration("gloo", world_size, fit["latency_us"], fit["bandwidth_gbps"], fit["samples"])
+    return result[1]
 
 
 # --- the profiler's own cost (daydream.Profiler removes it from its graphs) -----------------------

@@ -215,14 +215,31 @@ def _calibrate_amp_cpu(graph: Graph, given: Dict[str, str]) -> str:
             f"daydream.calibrate.amp_cpu_ratio; no per-op factors: {why})")
 
 
-def _calibrate(graph: Graph, requests: List[Tuple[str, Dict[str, str]]]) -> List[str]:
-    """Fills in factors that must be measured on this machine: amp on a
-    CPU-only graph gets the CPU's measured bf16/fp32 factors."""
+def _buffer_broadcast(model: Any, given: Dict[str, str]) -> Optional[str]:
+    """data_parallel of a model with buffers (batch-norm running statistics):
+    DDP (broadcast_buffers=True) broadcasts them before every forward. The
+    graph cannot tell them apart from other tensors; the model can."""
+    nbytes = sum(b.numel() * b.element_size() for b in model.buffers())
+    if nbytes <= 0:
+        return None
+    given["buffer_bytes"] = str(nbytes)
+    return (f"data_parallel: the model has {nbytes} bytes of buffers, which DDP broadcasts before every forward "
+            "(broadcast_buffers=True; pass buffer_bytes=0 for broadcast_buffers=False)")
+
+
+def _calibrate(graph: Graph, requests: List[Tuple[str, Dict[str, str]]], model: Any = None) -> List[str]:
+    """Fills in what must be measured on this machine or read from the model:
+    amp on a CPU-only graph gets the CPU's measured bf16/fp32 factors;
+    data_parallel of a known model the bytes of buffers DDP broadcasts."""
     notes = []
     cpu_only = all(r["kind"] != "gpu_stream" for r in graph.resources())
     for name, given in requests:
         if name == "amp" and cpu_only and "cpu_gemm_factor" not in given and "cpu_op_factors" not in given:
             notes.append(_calibrate_amp_cpu(graph, given))
+        if name == "data_parallel" and model is not None and "buffer_bytes" not in given:
+            note = _buffer_broadcast(model, given)
+            if note:
+                notes.append(note)
     return notes
 
 
@@ -268,6 +285,9 @@ def predict(
     ``opt`` is a pass name or a list, each optionally with options
     (``"tensor_fusion:bucket_mb=25"``); other keyword arguments go to every
     requested pass that takes them. ``daydream.passes()`` lists them.
+    For a model (an ``nn.Module``, or a Profiler given ``model=``),
+    ``data_parallel`` gets ``buffer_bytes`` from its buffers, which DDP
+    broadcasts before every forward.
 
     Example::
 
@@ -277,7 +297,8 @@ def predict(
     requests = _requests(opt, options)
     recorded = _baseline(subject, inputs, target, loss_fn, optimizer, warmup, active)
     graph = recorded if isinstance(recorded, Graph) else recorded.graph
-    calibration_notes = _overhead_notes(graph) + _calibrate(graph, requests)
+    model = subject if _is_module(subject) else getattr(recorded, "model", None)
+    calibration_notes = _overhead_notes(graph) + _calibrate(graph, requests, model)
     result = _core.predict(graph, requests)
     labels = [name + (":" + ",".join(f"{k}={v}" for k, v in given.items()) if given else "")
               for name, given in requests]

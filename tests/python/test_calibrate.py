@@ -20,10 +20,61 @@ def test_calibrate_network_measures_gloo_between_local_processes() -> None:
     assert net.latency_us > 0 and net.bandwidth_gbps > 0
     assert [s["bytes"] for s in net.samples] == [4096, 16384, 65536, 262144, 1 << 20]
     assert all(s["mean_ms"] > 0 for s in net.samples)
+    # gloo's collectives run on CPU threads: how much they take from compute is measured.
+    assert 0 <= net.comm_cpu_share <= 1
+    assert net.overlap["compute_ms"] > 0 and net.overlap["compute_with_collectives_ms"] > 0
     # Its options feed the communication passes.
-    assert set(net.options()) == {"latency_us", "bandwidth_gbps"}
+    assert set(net.options()) == {"latency_us", "bandwidth_gbps", "comm_cpu_share"}
     names = {o["name"] for p in daydream.passes() if p["name"] == "data_parallel" for o in p["options"]}
     assert set(net.options()) <= names
+
+
+class _FakeHost:
+    """A rank on a virtual clock (deterministic on a busy machine): a matmul
+    takes 1 us; an asynchronous all-reduce holds the rank's only thread for
+    ``blocking_s`` (a collective that cannot run beside compute) or none of
+    it (one that can). Stands in for ``torch``, ``torch.distributed`` and
+    the calibration's clock."""
+
+    def __init__(self, blocking_s: float) -> None:
+        self.blocking_s = blocking_s
+        self.now = 0.0
+
+    def perf_counter(self) -> float:
+        return self.now
+
+    def randn(self, *shape):
+        return None
+
+    def ones(self, n):
+        return None
+
+    def mm(self, a, b):
+        self.now += 1e-6
+
+    def barrier(self) -> None:
+        pass
+
+    def all_reduce(self, buf, async_op: bool = False):
+        self.now += self.blocking_s
+        return self
+
+    def wait(self) -> None:
+        pass
+
+
+@pytest.mark.parametrize("blocking, share", [(True, 1.0), (False, 0.0)])
+def test_comm_cpu_share_is_the_collectives_time_the_computing_thread_loses(monkeypatch, blocking: bool,
+                                                                          share: float) -> None:
+    # Ring model with these numbers: 2 x 1000 us latency, the bytes negligible.
+    model_s = calibrate._ring_all_reduce_s(64 << 10, 2, 1000.0, 1000.0)
+    assert model_s == pytest.approx(2e-3, rel=1e-3)
+    host = _FakeHost(model_s if blocking else 0.0)
+    monkeypatch.setattr(calibrate, "time", host)
+    got = calibrate.measure_comm_cpu_share(host, host, 2, 1000.0, 1000.0, repeats=3)
+    assert got["comm_cpu_share"] == pytest.approx(share, abs=1e-3)
+    assert got["collectives"] == 10 and got["model_ms"] == pytest.approx(2.0, rel=1e-3)
+    assert got["compute_ms"] == pytest.approx(40.0, rel=1e-3)  # 10 chunks of twice the all-reduce's model time
 
 
 @pytest.mark.parametrize("kwargs, message", [

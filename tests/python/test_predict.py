@@ -152,6 +152,23 @@ def test_predict_from_a_model_profiles_it_on_this_cpu() -> None:
     assert len(pred.iterations) == 2
 
 
+@pytest.mark.parametrize("name, buffers", [("cnn", True), ("mlp", False)])
+def test_data_parallel_of_a_model_broadcasts_its_buffers_before_every_forward(name: str, buffers: bool) -> None:
+    model = build(name)
+    inputs, target = batch_for(name)
+    nbytes = sum(b.numel() * b.element_size() for b in model.buffers())
+    assert (nbytes > 0) == buffers  # the CNN's batch norms keep running statistics
+    pred = daydream.predict(model, opt="data_parallel", inputs=inputs, target=target, loss_fn=nn.CrossEntropyLoss(),
+                            warmup=1, active=2, world_size=2, network="ethernet10")
+    assert (f"buffer_bytes={nbytes}" in pred.opts[0]) == buffers
+    assert any("DDP broadcasts" in n for n in pred.notes) == buffers
+    if buffers:
+        # The given size wins: broadcast_buffers=False.
+        pred = daydream.predict(model, opt="data_parallel", inputs=inputs, target=target,
+                                loss_fn=nn.CrossEntropyLoss(), warmup=1, active=2, world_size=2, buffer_bytes=0)
+        assert "buffer_bytes=0" in pred.opts[0] and not any("DDP broadcasts" in n for n in pred.notes)
+
+
 def test_predict_from_a_model_needs_inputs() -> None:
     with pytest.raises(daydream.DaydreamError, match="inputs="):
         daydream.predict(build("mlp"), opt="scale:cpu=0.5")

@@ -9,6 +9,7 @@
 #include "absl/status/status.h"
 #include "daydream/base/status_macros.h"
 #include "daydream/base/strings.h"
+#include "daydream/base/time.h"
 #include "daydream/passes/editor.h"
 
 namespace daydream {
@@ -33,6 +34,10 @@ std::vector<OptionSpec> NetworkOptions() {
        "recorded when it has them, else nvlink for GPU graphs and ethernet10 for CPU-only graphs"},
       {"bandwidth_gbps", OptionType::kDouble, "0", "link bandwidth in GB/s, overriding the network's (0: keep)"},
       {"latency_us", OptionType::kDouble, "-1", "per-step latency in microseconds, overriding the network's (-1: keep)"},
+      {"comm_cpu_share", OptionType::kDouble, "0",
+       "fraction (0..1) of each collective's time that it takes from the CPU thread that issued it: 0 where "
+       "collectives run beside compute (NCCL), up to 1 where they need the cores that compute (gloo on CPU ranks "
+       "with no spare core; measured by daydream.calibrate_network)"},
   };
 }
 
@@ -129,6 +134,35 @@ int32_t ProducerIn(const Tensor& t, int32_t iteration) {
   return -1;
 }
 
+// The part of `collective` (an inserted all-reduce) that runs on the CPU
+// thread that issued it: a task of `share` x its time, right after
+// `issuer` (the bucket's last gradient producer) on the issuer's thread, which
+// `consumer` waits for. The thread's later work waits for it too: that is the
+// contention. Returns its id. Error: the issuer is not on a CPU thread.
+absl::StatusOr<int32_t> InsertCpuShare(GraphEditor& editor, int32_t issuer, const Task& collective, double share,
+                                       int32_t consumer) {
+  Graph& graph = editor.graph();
+  const int32_t thread = graph.tasks[static_cast<size_t>(issuer)].resource;
+  if (graph.resources[static_cast<size_t>(thread)].kind != ResourceKind::kCpuThread) {
+    return absl::InvalidArgumentError(StrCat(
+        "comm_cpu_share is for collectives issued by CPU threads (gloo on CPU ranks), but gradient producer '",
+        graph.TaskName(issuer), "' runs on ", graph.Str(graph.resources[static_cast<size_t>(thread)].name),
+        ": leave comm_cpu_share at 0"));
+  }
+  Task task;
+  task.kind = TaskKind::kCpuOp;
+  task.phase = Phase::kComm;
+  task.resource = thread;
+  task.iteration = collective.iteration;
+  task.recorded_start_ns = collective.recorded_start_ns;
+  task.duration_ns = RoundNs(share * static_cast<double>(collective.duration_ns));
+  task.name = graph.strings.Intern(StrCat(graph.Str(collective.name), ": CPU share"));
+  const int32_t id = editor.AddTask(task);
+  editor.InsertAfterOnResource(issuer, id);
+  editor.AddEdge(id, consumer, EdgeKind::kData);
+  return id;
+}
+
 // Inserts the bucketed all-reduces of every iteration. Returns how many.
 absl::StatusOr<int64_t> InsertAllReduces(Graph& graph, const AllReducePlan& plan, const std::vector<int32_t>& grads,
                                          PassContext& context, std::string_view pass) {
@@ -149,6 +183,7 @@ absl::StatusOr<int64_t> InsertAllReduces(Graph& graph, const AllReducePlan& plan
   size_t report_buckets = 0;
   int64_t report_bytes = 0;
   TimeNs report_time = 0;
+  TimeNs report_cpu_share = 0;
   for (int32_t it = 0; it < static_cast<int32_t>(graph.iterations.size()); ++it) {
     const std::vector<std::vector<int32_t>> buckets =
         BucketGradients(graph, it, grads, plan.bucket_mb, plan.first_bucket_mb);
@@ -165,9 +200,13 @@ absl::StatusOr<int64_t> InsertAllReduces(Graph& graph, const AllReducePlan& plan
     for (size_t b = 0; b < buckets.size(); ++b) {
       int64_t bytes = 0;
       TimeNs ready_order = 0;
+      int32_t last_producer = -1;
       for (int32_t t : buckets[b]) {
         bytes += graph.tensors[static_cast<size_t>(t)].bytes;
         const int32_t p = ProducerIn(graph.tensors[static_cast<size_t>(t)], it);
+        if (last_producer < 0 || graph.tasks[static_cast<size_t>(p)].recorded_start_ns >= ready_order) {
+          last_producer = p;
+        }
         ready_order = std::max(ready_order, graph.tasks[static_cast<size_t>(p)].recorded_start_ns);
       }
       Task task;
@@ -190,6 +229,11 @@ absl::StatusOr<int64_t> InsertAllReduces(Graph& graph, const AllReducePlan& plan
         editor.AddEdge(ProducerIn(graph.tensors[static_cast<size_t>(t)], it), id, EdgeKind::kData);
       }
       editor.AddEdge(id, consumer, EdgeKind::kData);
+      if (plan.comm_cpu_share > 0) {
+        DD_ASSIGN_OR_RETURN(const int32_t share,
+                            InsertCpuShare(editor, last_producer, task, plan.comm_cpu_share, consumer));
+        if (report) report_cpu_share += graph.tasks[static_cast<size_t>(share)].duration_ns;
+      }
       ++inserted;
     }
   }
@@ -202,8 +246,57 @@ absl::StatusOr<int64_t> InsertAllReduces(Graph& graph, const AllReducePlan& plan
                       plan.network.source, " (", plan.network.beta_bytes_per_s / 1e9, " GB/s, ",
                       plan.network.alpha_s * 1e6, " us): ", grads.size(), " gradients (",
                       Mb(static_cast<double>(report_bytes)), ") in ", report_buckets, " buckets per iteration, ",
-                      static_cast<double>(report_time) / 1e6, " ms of all-reduce per iteration"));
+                      static_cast<double>(report_time) / 1e6, " ms of all-reduce per iteration",
+                      plan.comm_cpu_share > 0
+                          ? StrCat(", ", static_cast<double>(report_cpu_share) / 1e6, " ms of it on the CPU thread "
+                                   "that issues it (comm_cpu_share ", plan.comm_cpu_share, ")")
+                          : std::string()));
   return inserted;
+}
+
+// DDP's broadcast_buffers: at the start of every forward, rank 0 broadcasts
+// the module's buffers (batch-norm running statistics), and the forward waits
+// for it. Per iteration, a broadcast of `bytes` on the plan's network, on the
+// CPU thread before its first forward task (which blocks on it). Error: an
+// iteration without a forward task on a CPU thread.
+absl::Status InsertBufferBroadcasts(Graph& graph, const AllReducePlan& plan, int64_t bytes, PassContext& context) {
+  GraphEditor editor(graph);
+  const TimeNs duration = CollectiveTime(Collective::kBroadcast, plan.algorithm, bytes, plan.world_size, plan.network);
+  const StringId name = graph.strings.Intern(StrCat("broadcast buffers (", Mb(static_cast<double>(bytes)), ")"));
+  std::vector<int32_t> first_forward(graph.iterations.size(), -1);
+  for (size_t t = 0; t < graph.tasks.size(); ++t) {
+    const Task& task = graph.tasks[t];
+    if (task.iteration >= 0 && task.phase == Phase::kForward &&
+        graph.resources[static_cast<size_t>(task.resource)].kind == ResourceKind::kCpuThread &&
+        first_forward[static_cast<size_t>(task.iteration)] < 0) {
+      first_forward[static_cast<size_t>(task.iteration)] = static_cast<int32_t>(t);
+    }
+  }
+  for (int32_t it = 0; it < static_cast<int32_t>(graph.iterations.size()); ++it) {
+    const int32_t forward = first_forward[static_cast<size_t>(it)];
+    if (forward < 0) {
+      return absl::FailedPreconditionError(StrCat("buffer_bytes: iteration ", it,
+                                                  " has no forward task on a CPU thread to broadcast buffers before"));
+    }
+    Task task;
+    task.kind = TaskKind::kCollective;
+    task.phase = Phase::kComm;
+    task.resource = graph.tasks[static_cast<size_t>(forward)].resource;
+    task.iteration = it;
+    task.bytes = bytes;
+    task.recorded_start_ns = graph.tasks[static_cast<size_t>(forward)].recorded_start_ns;
+    task.duration_ns = duration;
+    task.name = name;
+    const int32_t id = editor.AddTask(task);
+    editor.InsertAfterOnResource(editor.SequentialPrev(forward), id);
+    Iteration& iteration = graph.iterations[static_cast<size_t>(it)];
+    if (iteration.begin_task == forward) iteration.begin_task = id;
+  }
+  DD_RETURN_IF_ERROR(editor.Commit());
+  context.Note(StrCat("data_parallel: DDP broadcasts ", Mb(static_cast<double>(bytes)),
+                      " of module buffers before every forward: ", static_cast<double>(duration) / 1e6,
+                      " ms per iteration, blocking"));
+  return absl::OkStatus();
 }
 
 absl::StatusOr<AllReducePlan> PlanFrom(const PassOptions& options, const Graph& graph, int world_size,
@@ -216,6 +309,10 @@ absl::StatusOr<AllReducePlan> PlanFrom(const PassOptions& options, const Graph& 
   plan.first_bucket_mb = options.Double("first_bucket_mb");
   if (plan.bucket_mb < 0 || plan.first_bucket_mb < 0) {
     return absl::InvalidArgumentError("bucket_mb and first_bucket_mb must be >= 0");
+  }
+  plan.comm_cpu_share = options.Double("comm_cpu_share");
+  if (!(plan.comm_cpu_share >= 0 && plan.comm_cpu_share <= 1)) {
+    return absl::InvalidArgumentError(StrCat("comm_cpu_share must be in [0, 1], got ", plan.comm_cpu_share));
   }
   return plan;
 }
@@ -230,6 +327,10 @@ class DataParallelPass : public Pass {
     const int64_t world = options_.Int("world_size");
     if (world < 1 || world > (int64_t{1} << 24)) return absl::InvalidArgumentError("world_size must be in 1..16777216");
     DD_RETURN_IF_ERROR(PlanFrom(options_, graph, static_cast<int>(world), {}).status());  // check options even if unused
+    const int64_t buffer_bytes = options_.Int("buffer_bytes");
+    if (buffer_bytes < 0 || buffer_bytes > (int64_t{1} << 50)) {
+      return absl::InvalidArgumentError("buffer_bytes must be in 0..2^50");
+    }
     if (world == 1) {
       context.Note("data_parallel: world_size=1, nothing to communicate; the graph is unchanged");
       return false;
@@ -244,6 +345,7 @@ class DataParallelPass : public Pass {
     DD_ASSIGN_OR_RETURN(std::vector<int32_t> grads, Gradients(graph, options_.Double("gradient_mb")));
     DD_ASSIGN_OR_RETURN(AllReducePlan plan, PlanFrom(options_, graph, static_cast<int>(world), {}));
     DD_RETURN_IF_ERROR(InsertAllReduces(graph, plan, grads, context, name()).status());
+    if (buffer_bytes > 0) DD_RETURN_IF_ERROR(InsertBufferBroadcasts(graph, plan, buffer_bytes, context));
     return true;
   }
 
@@ -261,13 +363,22 @@ class TensorFusionPass : public Pass {
     const int64_t asked = options_.Int("world_size");
     if (asked < 0 || asked > (int64_t{1} << 24)) return absl::InvalidArgumentError("world_size must be in 0..16777216");
     const int world = asked > 0 ? static_cast<int>(asked) : graph.world_size;
-    // The gradient all-reduces the trace recorded: replaced by the new buckets.
+    // The gradient all-reduces the trace recorded: replaced by the new
+    // buckets. Also the CPU ops that issued them (c10d::allreduce_ on the
+    // thread that computes): their spans hold what the collective took from
+    // that thread, which the new buckets' CPU shares model when there is one.
     std::vector<int32_t> old;
+    std::vector<int32_t> issues;
     for (size_t t = 0; t < graph.tasks.size(); ++t) {
       const Task& task = graph.tasks[t];
-      if (task.kind != TaskKind::kCollective || task.iteration < 0) continue;
+      if (task.iteration < 0 || (task.kind != TaskKind::kCollective && task.phase != Phase::kComm)) continue;
       absl::StatusOr<Collective> c = CollectiveOfTaskName(graph.Str(task.name));
-      if (c.ok() && *c == Collective::kAllReduce) old.push_back(static_cast<int32_t>(t));
+      if (!c.ok() || *c != Collective::kAllReduce) continue;
+      if (task.kind == TaskKind::kCollective) {
+        old.push_back(static_cast<int32_t>(t));
+      } else if (graph.resources[static_cast<size_t>(task.resource)].kind == ResourceKind::kCpuThread) {
+        issues.push_back(static_cast<int32_t>(t));
+      }
     }
     if (world <= 1) {
       return absl::FailedPreconditionError(
@@ -277,11 +388,22 @@ class TensorFusionPass : public Pass {
     const std::vector<CollectiveSample> samples = CollectiveSamples(graph, world);
     DD_ASSIGN_OR_RETURN(std::vector<int32_t> grads, Gradients(graph, options_.Double("gradient_mb")));
     DD_ASSIGN_OR_RETURN(AllReducePlan plan, PlanFrom(options_, graph, world, samples));
+    if (plan.comm_cpu_share <= 0 || old.empty()) issues.clear();
     if (!old.empty()) {
       GraphEditor editor(graph);
       for (int32_t t : old) DD_RETURN_IF_ERROR(editor.RemoveTask(t, /*keep_gap=*/false));
+      TimeNs issued = 0;
+      for (int32_t t : issues) {
+        issued += graph.tasks[static_cast<size_t>(t)].duration_ns;
+        // The framework time before the call (DDP's gradient hook) stays.
+        DD_RETURN_IF_ERROR(editor.RemoveTask(t, /*keep_gap=*/true));
+      }
       DD_RETURN_IF_ERROR(editor.Commit());
-      context.Note(StrCat("tensor_fusion: replaced ", old.size(), " recorded gradient all-reduces"));
+      context.Note(StrCat("tensor_fusion: replaced ", old.size(), " recorded gradient all-reduces",
+                          issues.empty() ? std::string()
+                                         : StrCat(" and the ", issues.size(), " calls that issued them (",
+                                                  static_cast<double>(issued) / 1e6, " ms on the issuing thread; "
+                                                  "the new buckets' CPU shares take their place)")));
       // Tensor ids are unchanged by the removal; the list stays valid.
     }
     DD_RETURN_IF_ERROR(InsertAllReduces(graph, plan, grads, context, name()).status());
@@ -328,13 +450,20 @@ PassInfo DataParallelPassInfo() {
       "order gradients become ready (DDP: bucket_mb, first bucket first_bucket_mb); a bucket's all-reduce starts "
       "when its last gradient is ready and runs overlapped with the rest of backward; the optimizer step waits "
       "for all of them. Time per all-reduce from the alpha-beta model (ring 2(N-1)a + 2(N-1)/N b/B; tree "
-      "2 log2(N) a + 2 b/B). Sources: Daydream (ATC'20) data-parallel model, PyTorch DDP bucketing.";
+      "2 log2(N) a + 2 b/B). Where collectives need the cores that compute (gloo on CPU ranks), comm_cpu_share "
+      "of each all-reduce's time also runs on the thread that issued it, after the bucket's last gradient, and "
+      "delays what that thread does next. With buffer_bytes, DDP's buffer broadcast blocks the CPU thread before "
+      "every forward. Sources: Daydream (ATC'20) data-parallel model, PyTorch DDP bucketing and "
+      "broadcast_buffers.";
   info.options = {
       {"world_size", OptionType::kInt, "8", "number of data-parallel ranks (1: no change)"},
       {"bucket_mb", OptionType::kDouble, "25", "bucket size in MB (0: one all-reduce per gradient)"},
       {"first_bucket_mb", OptionType::kDouble, "1", "size of the first bucket in MB"},
       {"gradient_mb", OptionType::kDouble, "0",
        "total gradient size in MB, for traces that do not record gradient sizes (0: from the graph)"},
+      {"buffer_bytes", OptionType::kInt, "0",
+       "bytes of module buffers (batch-norm running statistics) DDP broadcasts from rank 0 before every forward "
+       "(broadcast_buffers=True); the graph cannot tell them: daydream.predict sets it from the model (0: none)"},
   };
   for (OptionSpec& s : NetworkOptions()) info.options.push_back(s);
   info.create = [](const PassOptions& o) -> absl::StatusOr<std::unique_ptr<Pass>> {
@@ -352,7 +481,9 @@ PassInfo TensorFusionPassInfo() {
       "first_bucket_mb, as DDP); one all-reduce per bucket starts when its last gradient is ready; the "
       "optimizer step waits for all of them. On a graph that recorded gradient all-reduces, those are replaced "
       "and the network is fitted to them (alpha-beta, least squares); on a single-device graph it acts as "
-      "data_parallel with world_size ranks. Sources: Horovod tensor fusion, PyTorch DDP buckets, XLA's "
+      "data_parallel with world_size ranks. With comm_cpu_share, each new all-reduce also runs that share of "
+      "its time on the thread that issues it, and the recorded calls that issued the replaced ones (their spans "
+      "hold the CPU those took from the thread) are removed. Sources: Horovod tensor fusion, PyTorch DDP buckets, XLA's "
       "all-reduce combiner, DisCo.";
   info.options = {
       {"bucket_mb", OptionType::kDouble, "25", "bucket size in MB (0: one all-reduce per gradient)"},

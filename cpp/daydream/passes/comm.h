@@ -24,6 +24,11 @@ struct AllReducePlan {
   NetworkModel network;
   double bucket_mb = 25;       // 0: one all-reduce per gradient
   double first_bucket_mb = 1;  // DDP's first bucket is smaller (1 MB) so communication starts early
+  // Fraction of each all-reduce's time that it takes from the CPU thread that
+  // issued it (0..1): 0 where collectives run beside compute (NCCL on its own
+  // stream and links), more where they need the cores that compute (gloo on
+  // CPU ranks with no spare core; daydream.calibrate_network measures it).
+  double comm_cpu_share = 0;
 };
 
 // Gradient buckets of one iteration: lists of tensor ids in ready order.

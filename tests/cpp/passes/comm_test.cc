@@ -39,6 +39,9 @@ struct TrainingGraphOptions {
   // NCCL all-reduce per gradient on its own stream, timed by `recorded_net`.
   int recorded_world = 0;
   NetworkModel recorded_net;
+  // With recorded_world: after producing each gradient, its thread issues
+  // the all-reduce (a 20 us "c10d::allreduce_" op, phase comm), as DDP on gloo.
+  bool issue_calls = false;
 };
 
 // One rank's training loop, built by hand. Per iteration, in id order:
@@ -95,6 +98,9 @@ struct TrainingGraph {
       for (size_t j = 0; j < n; ++j) {
         producers.back().push_back(add("bwd" + std::to_string(j) + suffix, gpu, TaskKind::kKernel, Phase::kBackward,
                                        50 * kUs, it, kUs));
+        if (o.recorded_world > 0 && o.issue_calls) {
+          add("c10d::allreduce_", gpu, TaskKind::kCpuOp, Phase::kComm, 20 * kUs, it, 2 * kUs);
+        }
       }
       // Created after backward, as the builder orders tasks by recorded start.
       int32_t opt_call = -1;
@@ -508,6 +514,9 @@ TEST_CASE("data_parallel refuses bad options with clear errors", "[comm]") {
       {{{"bandwidth_gbps", "-5"}}, "bandwidth_gbps"},
       {{{"bucket_mb", "-1"}}, "bucket_mb"},
       {{{"first_bucket_mb", "-1"}}, "first_bucket_mb"},
+      {{{"comm_cpu_share", "1.5"}}, "comm_cpu_share must be in [0, 1]"},
+      {{{"comm_cpu_share", "-0.1"}}, "comm_cpu_share must be in [0, 1]"},
+      {{{"buffer_bytes", "-1"}}, "buffer_bytes"},
   };
   for (const Case& c : cases) {
     INFO(c.says);
@@ -559,7 +568,138 @@ TEST_CASE("data_parallel spreads gradient_mb over gradients of unknown size", "[
   for (int32_t ar : inserted) CHECK(t.g.tasks[static_cast<size_t>(ar)].bytes == 2 * kMiB);
 }
 
+TEST_CASE("data_parallel with comm_cpu_share runs that share of each all-reduce on the thread that issued it",
+          "[comm]") {
+  TrainingGraphOptions o;
+  o.gpu = false;  // gloo on CPU ranks: backward runs on CPU thread "stream 7"
+  o.gpu_optimizer = false;
+  o.grad_bytes = {4096, 4096, 4096};  // latency-bound all-reduces, about as long as a backward task
+  TrainingGraph shared(o), beside(o);
+  PassContext context;
+  REQUIRE(RunOk("data_parallel",
+                {{"world_size", "2"}, {"bucket_mb", "0"}, {"network", "ethernet10"}, {"comm_cpu_share", "0.5"}},
+                shared.g, &context));
+  REQUIRE(RunOk("data_parallel", {{"world_size", "2"}, {"bucket_mb", "0"}, {"network", "ethernet10"}}, beside.g));
+  const std::vector<int32_t> inserted = Inserted(shared.g);
+  REQUIRE(inserted.size() == 6);
+  const std::vector<int32_t> chain = ChainOf(shared.g, shared.gpu);
+  for (size_t i = 0; i < inserted.size(); ++i) {
+    const Task& ar = shared.g.tasks[static_cast<size_t>(inserted[i])];
+    const int32_t producer = shared.producers[i / 3][i % 3];
+    INFO(shared.g.TaskName(inserted[i]));
+    // Right after the gradient's producer on its thread, feeding the optimizer.
+    const auto at = std::find(chain.begin(), chain.end(), producer);
+    REQUIRE(at + 1 < chain.end());
+    const int32_t cpu = *(at + 1);
+    CHECK(shared.g.TaskName(cpu) == std::string(shared.g.TaskName(inserted[i])) + ": CPU share");
+    CHECK(shared.g.tasks[static_cast<size_t>(cpu)].kind == TaskKind::kCpuOp);
+    CHECK(shared.g.tasks[static_cast<size_t>(cpu)].phase == Phase::kComm);
+    CHECK(shared.g.tasks[static_cast<size_t>(cpu)].duration_ns == RoundNs(0.5 * static_cast<double>(ar.duration_ns)));
+    CHECK(HasEdge(shared.g, cpu, shared.cpu_opt[i / 3], EdgeKind::kData));
+  }
+  CHECK(ValidateResourceChains(shared.g).ok());
+  REQUIRE(context.notes.size() == 1);
+  CHECK_THAT(context.notes[0], Catch::Contains("comm_cpu_share 0.5"));
+  // The backward work after a bucket waits for its CPU share: the step is
+  // longer than with the all-reduces beside compute.
+  absl::StatusOr<Schedule> a = Simulate(shared.g);
+  absl::StatusOr<Schedule> b = Simulate(beside.g);
+  REQUIRE(a.ok());
+  REQUIRE(b.ok());
+  CHECK(a->makespan_ns > b->makespan_ns);
+}
+
+TEST_CASE("data_parallel refuses comm_cpu_share where gradients are produced on a GPU", "[comm]") {
+  TrainingGraph t;
+  const absl::Status s = RunError("data_parallel", {{"world_size", "2"}, {"comm_cpu_share", "0.5"}}, t.g);
+  CHECK(s.code() == absl::StatusCode::kInvalidArgument);
+  CHECK_THAT(std::string(s.message()), Catch::Contains("CPU threads") && Catch::Contains("stream 7"));
+}
+
+TEST_CASE("data_parallel with buffer_bytes broadcasts the buffers before every forward, blocking it", "[comm]") {
+  TrainingGraphOptions o;
+  o.gpu = false;
+  o.gpu_optimizer = false;
+  TrainingGraph t(o);
+  PassContext context;
+  REQUIRE(RunOk("data_parallel", {{"world_size", "2"}, {"network", "ethernet10"}, {"buffer_bytes", "4096"}}, t.g,
+                &context));
+  std::vector<int32_t> broadcasts;
+  for (size_t i = 0; i < t.g.tasks.size(); ++i) {
+    if (t.g.TaskName(static_cast<int32_t>(i)) == "broadcast buffers (4.0 kB)") broadcasts.push_back(static_cast<int32_t>(i));
+  }
+  REQUIRE(broadcasts.size() == 2);
+  const std::vector<int32_t> chain = ChainOf(t.g, t.cpu);
+  for (int32_t it = 0; it < 2; ++it) {
+    const Task& b = t.g.tasks[static_cast<size_t>(broadcasts[static_cast<size_t>(it)])];
+    CHECK(b.kind == TaskKind::kCollective);
+    CHECK(b.resource == t.cpu);
+    CHECK(b.iteration == it);
+    CHECK(b.bytes == 4096);
+    CHECK(b.duration_ns ==
+          CollectiveTime(Collective::kBroadcast, CollectiveAlgorithm::kRing, 4096, 2, *NetworkPreset("ethernet10")));
+    // It begins the iteration, right before the forward task that began it.
+    CHECK(t.g.iterations[static_cast<size_t>(it)].begin_task == broadcasts[static_cast<size_t>(it)]);
+    const auto at = std::find(chain.begin(), chain.end(), broadcasts[static_cast<size_t>(it)]);
+    REQUIRE(at + 1 < chain.end());
+    CHECK(t.g.tasks[static_cast<size_t>(*(at + 1))].phase == Phase::kForward);
+  }
+  REQUIRE(context.notes.size() == 2);
+  CHECK_THAT(context.notes[1], Catch::Contains("4.0 kB of module buffers"));
+  // Without buffer_bytes: no broadcast.
+  TrainingGraph plain(o);
+  REQUIRE(RunOk("data_parallel", {{"world_size", "2"}, {"network", "ethernet10"}}, plain.g));
+  for (size_t i = 0; i < plain.g.tasks.size(); ++i) {
+    CHECK(plain.g.TaskName(static_cast<int32_t>(i)).find("broadcast") == std::string_view::npos);
+  }
+}
+
 // --- tensor_fusion ---------------------------------------------------------------------
+
+TEST_CASE("tensor_fusion with comm_cpu_share replaces the calls that issued the recorded all-reduces", "[comm]") {
+  TrainingGraphOptions o;
+  o.gpu = false;  // gloo on CPU ranks: backward and the issuing calls on CPU thread "stream 7"
+  o.gpu_optimizer = false;
+  o.recorded_world = 2;
+  o.issue_calls = true;
+  auto issue_calls = [](const Graph& g) {
+    std::vector<int32_t> out;
+    for (size_t i = 0; i < g.tasks.size(); ++i) {
+      if (g.TaskName(static_cast<int32_t>(i)) == "c10d::allreduce_") out.push_back(static_cast<int32_t>(i));
+    }
+    return out;
+  };
+  TrainingGraph shared(o);
+  REQUIRE(issue_calls(shared.g).size() == 6);  // 3 gradients x 2 iterations
+  PassContext context;
+  REQUIRE(RunOk("tensor_fusion", {{"network", "ethernet10"}, {"comm_cpu_share", "0.5"}}, shared.g, &context));
+  CHECK(issue_calls(shared.g).empty());
+  // DDP's buckets ({2 MiB}, {3, 1 MiB}), their CPU shares on the thread that computes in their place.
+  const std::vector<int32_t> inserted = Inserted(shared.g);
+  REQUIRE(inserted.size() == 4);
+  for (int32_t ar : inserted) {
+    int32_t share = -1;
+    for (size_t i = 0; i < shared.g.tasks.size(); ++i) {
+      if (shared.g.TaskName(static_cast<int32_t>(i)) == std::string(shared.g.TaskName(ar)) + ": CPU share") {
+        share = static_cast<int32_t>(i);
+      }
+    }
+    REQUIRE(share >= 0);
+    CHECK(shared.g.tasks[static_cast<size_t>(share)].resource == shared.gpu);
+  }
+  CHECK(ValidateResourceChains(shared.g).ok());
+  CHECK_THAT(context.notes[0], Catch::Contains("replaced 6 recorded gradient all-reduces and the 6 calls"));
+  // The framework time before each call (DDP's hook) stays on the thread,
+  // but for the last call's: nothing follows it there.
+  TimeNs gaps_before = 0, gaps_after = 0;
+  for (const Task& t : TrainingGraph(o).g.tasks) gaps_before += t.gap_ns;
+  for (const Task& t : shared.g.tasks) gaps_after += t.gap_ns;
+  CHECK(gaps_after == gaps_before - 2 * kUs);
+  // Without a CPU share nothing takes their place: they stay.
+  TrainingGraph beside(o);
+  REQUIRE(RunOk("tensor_fusion", {{"network", "ethernet10"}}, beside.g));
+  CHECK(issue_calls(beside.g).size() == 6);
+}
 
 TEST_CASE("tensor_fusion on a single-device graph needs world_size", "[comm]") {
   TrainingGraph t;
