@@ -251,9 +251,8 @@ class KinetoParser {
   }
 
   // The end (an index into buf_) of the JSON value starting at begin_,
-  // reading more as needed. With `keep` false the text before the end may be
-  // dropped from the buffer (begin_ moves).
-  absl::StatusOr<size_t> ValueEnd(bool keep) {
+  // reading more as needed (the value stays whole in the buffer).
+  absl::StatusOr<size_t> ValueEnd() {
     const char c = buf_[begin_];
     if (c != '{' && c != '[' && c != '"') {  // a number or a literal
       size_t i = begin_;
@@ -271,7 +270,6 @@ class KinetoParser {
       const size_t close = scan.ScanToClose(buf_.data(), from, end_);
       if (close != std::string_view::npos) return close;
       if (eof_) return Truncated();
-      if (!keep) begin_ = end_;  // skipped text need not stay
       const size_t offset = end_ - begin_;
       DD_RETURN_IF_ERROR(Fill(end_ - begin_ + (size_t{1} << 16)));
       from = begin_ + offset;
@@ -292,8 +290,9 @@ class KinetoParser {
     while (true) {
       if (c < 0) return Truncated();
       if (c != '"') return Malformed("a member name");
-      DD_ASSIGN_OR_RETURN(const size_t key_end, ValueEnd(/*keep=*/true));
+      DD_ASSIGN_OR_RETURN(const size_t key_end, ValueEnd());
       const std::string key(Text(begin_, key_end));  // with its quotes
+      if (!simdjson::validate_utf8(key.data(), key.size())) return Invalid("the text is not valid UTF-8");
       begin_ = key_end;
       DD_ASSIGN_OR_RETURN(c, PeekNonSpace());
       if (c < 0) return Truncated();
@@ -308,13 +307,13 @@ class KinetoParser {
         saw_events_ = true;
       } else if (key == "\"deviceProperties\"" || key == "\"distributedInfo\"" || key == "\"traceName\"" ||
                  key == "\"baseTimeNanoseconds\"" || key == "\"schemaVersion\"") {
-        DD_ASSIGN_OR_RETURN(const size_t value_end, ValueEnd(/*keep=*/true));
+        DD_ASSIGN_OR_RETURN(const size_t value_end, ValueEnd());
         DD_RETURN_IF_ERROR(ParseTopMember(key, value_end));
         begin_ = value_end;
       } else {
-        const size_t from = begin_;
-        DD_ASSIGN_OR_RETURN(const size_t value_end, ValueEnd(/*keep=*/false));
-        if (begin_ == from && !simdjson::validate_utf8(buf_.data() + from, value_end - from)) {
+        // Skipped, but still checked to be UTF-8 (as simdjson checks the text it parses).
+        DD_ASSIGN_OR_RETURN(const size_t value_end, ValueEnd());
+        if (!simdjson::validate_utf8(buf_.data() + begin_, value_end - begin_)) {
           return Invalid("the text is not valid UTF-8");
         }
         begin_ = value_end;
