@@ -14,10 +14,6 @@ Example::
 """
 
 from ._core import DaydreamError, Graph, Schedule, Trace, TimelineWriter, __version__
-from . import cupti
-from .calibrate import NetworkCalibration, calibrate_network
-from .capture import Profiler, profile
-from .prediction import Prediction, passes, predict
 from .api import (
     IterationResult,
     Job,
@@ -55,3 +51,34 @@ __all__ = [
     "replay",
     "simulate",
 ]
+
+# Recording, calibration and prediction load on first use: `daydream replay`
+# and `import daydream` need only the reader and the simulator, and the
+# command line starts that much sooner (docs/performance.md).
+_LAZY = {
+    "NetworkCalibration": "calibrate",
+    "calibrate_network": "calibrate",
+    "Profiler": "capture",
+    "profile": "capture",
+    "Prediction": "prediction",
+    "passes": "prediction",
+    "predict": "prediction",
+}
+_LAZY_MODULES = ("calibrate", "capture", "cupti", "prediction")
+
+
+def __getattr__(name):
+    import importlib
+
+    if name in _LAZY:
+        value = getattr(importlib.import_module(f"{__name__}.{_LAZY[name]}"), name)
+    elif name in _LAZY_MODULES:
+        value = importlib.import_module(f"{__name__}.{name}")
+    else:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(__all__) | set(_LAZY_MODULES))
