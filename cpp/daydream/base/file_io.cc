@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "daydream/base/status_macros.h"
 #include "daydream/base/strings.h"
 
 namespace daydream {
@@ -16,7 +17,7 @@ std::string OsError(int err) { return std::strerror(err); }
 
 }  // namespace
 
-absl::StatusOr<std::string> ReadFile(const std::string& path, size_t spare_capacity) {
+absl::StatusOr<OpenFile> OpenRegularFile(const std::string& path) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
     const int err = errno;
@@ -28,22 +29,34 @@ absl::StatusOr<std::string> ReadFile(const std::string& path, size_t spare_capac
     ::close(fd);
     return absl::InvalidArgumentError(StrCat(path, ": not a regular file"));
   }
+  return OpenFile{fd, static_cast<uint64_t>(st.st_size)};
+}
+
+absl::StatusOr<size_t> ReadSome(int fd, const std::string& path, char* dst, size_t n) {
+  while (true) {
+    const ssize_t got = ::read(fd, dst, n);
+    if (got >= 0) return static_cast<size_t>(got);
+    if (errno == EINTR) continue;
+    return absl::InvalidArgumentError(StrCat(path, ": read failed: ", OsError(errno)));
+  }
+}
+
+absl::StatusOr<std::string> ReadFile(const std::string& path, size_t spare_capacity) {
+  DD_ASSIGN_OR_RETURN(const OpenFile file, OpenRegularFile(path));
   std::string data;
-  data.reserve(static_cast<size_t>(st.st_size) + spare_capacity);
-  data.resize(static_cast<size_t>(st.st_size));
+  data.reserve(static_cast<size_t>(file.size) + spare_capacity);
+  data.resize(static_cast<size_t>(file.size));
   size_t done = 0;
   while (done < data.size()) {
-    const ssize_t n = ::read(fd, data.data() + done, data.size() - done);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      const int err = errno;
-      ::close(fd);
-      return absl::InvalidArgumentError(StrCat(path, ": read failed: ", OsError(err)));
+    absl::StatusOr<size_t> n = ReadSome(file.fd, path, data.data() + done, data.size() - done);
+    if (!n.ok()) {
+      ::close(file.fd);
+      return n.status();
     }
-    if (n == 0) break;
-    done += static_cast<size_t>(n);
+    if (*n == 0) break;
+    done += *n;
   }
-  ::close(fd);
+  ::close(file.fd);
   data.resize(done);
   return data;
 }

@@ -1,12 +1,9 @@
 #include "daydream/trace/file_source.h"
 
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
 #include <isa-l/igzip_lib.h>
+#include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <condition_variable>
 #include <cstring>
 #include <deque>
@@ -36,8 +33,6 @@ uint64_t GzipSizeHint(const unsigned char* tail, uint64_t compressed_size) {
   const uint64_t isize = tail[0] | (tail[1] << 8) | (tail[2] << 16) | (uint64_t{tail[3]} << 24);
   return isize <= compressed_size * 1032 ? isize : 0;
 }
-
-std::string OsErrorText(int err) { return std::strerror(err); }
 
 // Zeroes `padding` bytes past the end (a parser may read them). Callers
 // allocate the capacity up front, so this does not copy.
@@ -176,18 +171,10 @@ bool TraceByteStream::gzip() const { return gzip_ != nullptr; }
 
 absl::StatusOr<std::unique_ptr<TraceByteStream>> TraceByteStream::Open(const std::string& path,
                                                                        const FileSourceOptions& options) {
+  DD_ASSIGN_OR_RETURN(const OpenFile file, OpenRegularFile(path));
   std::unique_ptr<TraceByteStream> s(new TraceByteStream(path, options));
-  s->fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (s->fd_ < 0) {
-    const int err = errno;
-    const std::string msg = StrCat(path, ": cannot open: ", OsErrorText(err));
-    return err == ENOENT ? absl::NotFoundError(msg) : absl::InvalidArgumentError(msg);
-  }
-  struct stat st {};
-  if (::fstat(s->fd_, &st) != 0 || !S_ISREG(st.st_mode)) {
-    return absl::InvalidArgumentError(StrCat(path, ": not a regular file"));
-  }
-  const auto file_size = static_cast<uint64_t>(st.st_size);
+  s->fd_ = file.fd;
+  const uint64_t file_size = file.size;
   s->size_hint_ = file_size;
   s->in_buf_.resize(kInputPiece);
   s->in_ = s->in_end_ = s->in_buf_.data();
@@ -246,19 +233,13 @@ absl::StatusOr<bool> TraceByteStream::RefillInput() {
   in_consumed_ += static_cast<uint64_t>(in_ - keep - in_buf_.data());
   in_ = in_buf_.data() + keep;
   in_end_ = in_buf_.data() + left;
-  while (true) {
-    const ssize_t n = ::read(fd_, in_buf_.data() + left, in_buf_.size() - left);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return absl::InvalidArgumentError(StrCat(source_, ": read failed: ", OsErrorText(errno)));
-    }
-    if (n == 0) {
-      in_eof_ = true;
-      return false;
-    }
-    in_end_ += n;
-    return true;
+  DD_ASSIGN_OR_RETURN(const size_t n, ReadSome(fd_, source_, in_buf_.data() + left, in_buf_.size() - left));
+  if (n == 0) {
+    in_eof_ = true;
+    return false;
   }
+  in_end_ += n;
+  return true;
 }
 
 absl::StatusOr<size_t> TraceByteStream::ReadRaw(char* dst, size_t n) {
@@ -267,17 +248,12 @@ absl::StatusOr<size_t> TraceByteStream::ReadRaw(char* dst, size_t n) {
     if (in_ == in_end_) {
       // Large reads of a plain file go straight to the caller's buffer.
       if (!in_eof_ && memory_.data() == nullptr && n - done >= in_buf_.size()) {
-        const ssize_t got = ::read(fd_, dst + done, n - done);
-        if (got < 0) {
-          if (errno == EINTR) continue;
-          return absl::InvalidArgumentError(StrCat(source_, ": read failed: ", OsErrorText(errno)));
-        }
+        DD_ASSIGN_OR_RETURN(const size_t got, ReadSome(fd_, source_, dst + done, n - done));
         if (got == 0) {
           in_eof_ = true;
           break;
         }
-        done += static_cast<size_t>(got);
-        in_consumed_ += static_cast<uint64_t>(got);
+        done += got;
         continue;
       }
       DD_ASSIGN_OR_RETURN(const bool more, RefillInput());

@@ -49,7 +49,6 @@ class TraceByteStream {
   // (a hint only), else 0.
   uint64_t size_hint() const { return size_hint_; }
   bool gzip() const;
-  const std::string& source() const { return source_; }
 
  private:
   struct Gzip;
@@ -70,8 +69,8 @@ class TraceByteStream {
   const char* in_ = nullptr;       // unread input bytes [in_, in_end_)
   const char* in_end_ = nullptr;
   bool in_eof_ = false;            // no more input after [in_, in_end_)
-  uint64_t in_consumed_ = 0;       // input bytes before in_
-  uint64_t produced_ = 0;          // bytes handed out
+  uint64_t in_consumed_ = 0;       // gzip input bytes before in_ (for error offsets)
+  uint64_t produced_ = 0;          // bytes inflated
   uint64_t size_hint_ = 0;
   std::unique_ptr<Gzip> gzip_;
   std::unique_ptr<ReadAhead> ahead_;  // with options.read_ahead
