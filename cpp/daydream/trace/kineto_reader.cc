@@ -132,11 +132,6 @@ struct BracketScanner {
 
 bool IsSpace(char c) { return c == ' ' || c == '\n' || c == '\r' || c == '\t'; }
 
-// The events are parsed a window at a time (ReadOptions::window_bytes of the
-// traceEvents array, cut between two events) handed to simdjson as one small
-// document: the structural index and the text stay in cache, and memory
-// holds one window, not the file.
-
 class KinetoParser {
  public:
   KinetoParser(TraceByteStream& in, const std::string& source, const ReadOptions& options)
@@ -161,9 +156,7 @@ class KinetoParser {
       DD_RETURN_IF_ERROR(ParseTopLevel());
     }
     DD_ASSIGN_OR_RETURN(const int rest, PeekNonSpace());
-    if (rest >= 0) {
-      return Invalid(StrCat("unexpected text after the end of the JSON document at byte ", Global(begin_)));
-    }
+    if (rest >= 0) return TrailingText(begin_);
     if (!saw_events_) return Invalid("no \"traceEvents\" array in the top-level object");
     if (trace_.events.empty()) return Invalid("the trace holds no events");
     Finish();
@@ -183,6 +176,16 @@ class KinetoParser {
 
   absl::Status EventError(int64_t index, std::string_view msg) const {
     return absl::InvalidArgumentError(StrCat(source_, ": event ", index, ": ", msg));
+  }
+
+  absl::Status TrailingText(size_t at) const {
+    return Invalid(StrCat("unexpected text after the end of the JSON document at byte ", Global(at)));
+  }
+
+  // simdjson checks UTF-8 in what it parses; the top level checks the rest.
+  absl::Status CheckUtf8(std::string_view text) const {
+    if (simdjson::validate_utf8(text.data(), text.size())) return absl::OkStatus();
+    return Invalid("the text is not valid UTF-8");
   }
 
   absl::Status Truncated(std::string_view where = "") const {
@@ -292,7 +295,7 @@ class KinetoParser {
       if (c != '"') return Malformed("a member name");
       DD_ASSIGN_OR_RETURN(const size_t key_end, ValueEnd());
       const std::string key(Text(begin_, key_end));  // with its quotes
-      if (!simdjson::validate_utf8(key.data(), key.size())) return Invalid("the text is not valid UTF-8");
+      DD_RETURN_IF_ERROR(CheckUtf8(key));
       begin_ = key_end;
       DD_ASSIGN_OR_RETURN(c, PeekNonSpace());
       if (c < 0) return Truncated();
@@ -311,11 +314,8 @@ class KinetoParser {
         DD_RETURN_IF_ERROR(ParseTopMember(key, value_end));
         begin_ = value_end;
       } else {
-        // Skipped, but still checked to be UTF-8 (as simdjson checks the text it parses).
-        DD_ASSIGN_OR_RETURN(const size_t value_end, ValueEnd());
-        if (!simdjson::validate_utf8(buf_.data() + begin_, value_end - begin_)) {
-          return Invalid("the text is not valid UTF-8");
-        }
+        DD_ASSIGN_OR_RETURN(const size_t value_end, ValueEnd());  // skipped
+        DD_RETURN_IF_ERROR(CheckUtf8(Text(begin_, value_end)));
         begin_ = value_end;
       }
       DD_ASSIGN_OR_RETURN(c, PeekNonSpace());
@@ -340,7 +340,6 @@ class KinetoParser {
     loc_global_ = Global(begin_);
     doc_start_ = doc.data();
     doc_end_ = doc.data() + size;
-    final_closed_ = true;
     if (auto err = parser_.iterate(simdjson::padded_string_view(doc.data(), size, doc.size())).get(doc_);
         err != simdjson::SUCCESS) {
       doc_started_ = false;
@@ -414,9 +413,7 @@ class KinetoParser {
         if (final_closed_) {
           size_t i = close;
           while (i < end_ && IsSpace(buf_[i])) ++i;
-          if (i < end_) {
-            return Invalid(StrCat("unexpected text after the end of the JSON document at byte ", Global(i)));
-          }
+          if (i < end_) return TrailingText(i);
         }
       }
       DD_ASSIGN_OR_RETURN(const WindowEnd how, ParseWindow(text_end, final));
