@@ -63,7 +63,7 @@ def measure(name: str, steps: int, rounds: int) -> Dict[str, Any]:
             samples["torch.profiler"] += timed_steps(step, steps, p.step)
         # The recording as it is: this checks the capture and build path, so
         # the profiler's overhead stays in the graph (remove_overhead=False).
-        prof = daydream.Profiler(warmup=1, active=steps - 1, model=model, optimizer=opt, remove_overhead=False)
+        prof = daydream.Profiler(wait=0, warmup=1, active=steps - 1, model=model, optimizer=opt, remove_overhead=False)
         with prof:
             samples["daydream.Profiler"] += timed_steps(step, steps, prof.step)
         last_prof = prof

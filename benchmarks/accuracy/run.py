@@ -132,12 +132,16 @@ def interleaved(configs: Dict[str, Callable[[], None]], warmup: int, rounds: int
     return out
 
 
+CAPTURE_WAIT, CAPTURE_WARMUP = 10, 2  # daydream.Profiler's defaults: 10 steps timed without it, 2 discarded
+
+
 def capture(step: Callable[[], None], model: Any, optimizer: Any, active: int) -> Any:
     import daydream  # noqa: PLC0415
 
-    prof = daydream.Profiler(warmup=2, active=active, model=model, optimizer=optimizer)
+    prof = daydream.Profiler(wait=CAPTURE_WAIT, warmup=CAPTURE_WARMUP, active=active, model=model,
+                             optimizer=optimizer)
     with prof:
-        for _ in range(2 + active):
+        for _ in range(CAPTURE_WAIT + CAPTURE_WARMUP + active):
             step()
             prof.step()
     return prof
@@ -158,6 +162,9 @@ def predict(prof: Any, opt: str, options: Dict[str, Any]) -> Dict[str, Any]:
         "speedup": p.speedup,
         "notes": list(p.notes),
         "predict_s": time.perf_counter() - t0,
+        "overhead_fit": {k: getattr(prof.overhead, k, None)
+                         for k in ("scale", "cpu_factor", "plain_step_ms", "unscaled_replayed_ms", "fitted_replayed_ms",
+                                  "fit_note")},
     }
 
 
@@ -302,7 +309,7 @@ def ddp_rank(rank: int, world: int, port: int, exp: str, name: str, a: argparse.
             if rank == 0:
                 prof = capture(configs["baseline"], ddp_small, opt_small, a.active)
             else:
-                for _ in range(2 + a.active):
+                for _ in range(CAPTURE_WAIT + CAPTURE_WARMUP + a.active):
                     configs["baseline"]()
             dist.barrier()
             if rank == 0:

@@ -27,6 +27,7 @@ import statistics
 import time
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
+from . import _core
 from ._core import DaydreamError, Graph
 
 _log = logging.getLogger(__name__)
@@ -548,23 +549,127 @@ class ProfilerOverhead:
     grad_hook_ns: float
     record_shapes: bool
     fit: Tuple[Tuple[int, float], ...] = ()  # per calibration loop: records, measured extra time (ns)
+    #: What every cost above is multiplied by when removed, and the factor
+    #: on every CPU task and gap after that (fit_profiler_overhead sets them).
+    scale: float = 1.0
+    cpu_factor: float = 1.0
+    #: The unprofiled step time the scale was fitted to, and the graph's replayed
+    #: step time before (costs unscaled) and after the fit; None when not fitted.
+    plain_step_ms: Optional[float] = None
+    unscaled_replayed_ms: Optional[float] = None
+    fitted_replayed_ms: Optional[float] = None
+    #: Why the fit was not made, when it was not ("" otherwise).
+    fit_note: str = ""
 
     @property
     def begin_ns(self) -> int:
-        return int(round(self.per_record_ns / 2))
+        return int(round(self.scale * self.per_record_ns / 2))
 
     @property
     def end_ns(self) -> int:
-        return int(round(self.per_record_ns)) - self.begin_ns
+        return int(round(self.scale * self.per_record_ns)) - self.begin_ns
 
     def options(self) -> Dict[str, int]:
-        """Keyword arguments of ``daydream._core.remove_profiler_overhead``."""
-        return {"begin_ns": self.begin_ns, "end_ns": self.end_ns, "module_hook_ns": int(round(self.module_hook_ns)), "grad_hook_ns": int(round(self.grad_hook_ns))}
+        """Keyword arguments of ``daydream._core.remove_profiler_overhead`` (scaled)."""
+        return {"begin_ns": self.begin_ns, "end_ns": self.end_ns,
+                "module_hook_ns": int(round(self.scale * self.module_hook_ns)),
+                "grad_hook_ns": int(round(self.scale * self.grad_hook_ns))}
 
     def describe(self) -> str:
-        return (f"{self.per_record_ns / 1e3:.2f} us per recorded op (record_shapes={self.record_shapes}), "
+        text = (f"{self.per_record_ns / 1e3:.2f} us per recorded op (record_shapes={self.record_shapes}), "
                 f"{self.module_hook_ns / 1e3:.2f} us more per module forward, "
                 f"{self.grad_hook_ns / 1e3:.2f} us more per parameter gradient")
+        if self.fit_note:
+            text += "; " + self.fit_note
+        elif self.plain_step_ms is not None:
+            text += (f"; fitted (costs x{self.scale:.2f}, then CPU time x{self.cpu_factor:.3f}) so that the graph "
+                     f"replays in {self.fitted_replayed_ms:.3f} ms per step (measured costs alone: "
+                     f"{self.unscaled_replayed_ms:.3f} ms) against {self.plain_step_ms:.3f} ms measured without "
+                     "the profiler")
+        return text
+
+
+#: The smallest factor fit_profiler_overhead gives the remaining CPU time.
+MIN_CPU_FACTOR = 0.25
+
+
+def remove_profiler_overhead(trace: Any, graph: Graph, overhead: ProfilerOverhead) -> Graph:
+    """``graph`` (fresh from ``build_graph(trace)``) with ``overhead``'s costs
+    removed in place (scaled by its ``scale``), then, when its ``cpu_factor``
+    is below 1, a copy with every CPU task and gap scaled by it (the
+    ``scale`` pass)."""
+    _core.remove_profiler_overhead(trace, graph, **overhead.options())
+    if overhead.cpu_factor == 1.0:
+        return graph
+    return _core.predict(graph, [("scale", {"cpu": repr(overhead.cpu_factor)})]).predicted_graph
+
+
+def _bisect(f: Callable[[float], float], lo: float, hi: float, target: float) -> float:
+    """x in [lo, hi] where the increasing ``f`` reaches ``target`` (within 0.1%), or the nearer bound."""
+    if f(lo) >= target:
+        return lo
+    if f(hi) <= target:
+        return hi
+    while hi - lo > 1e-4:
+        mid = (lo + hi) / 2
+        got = f(mid)
+        if abs(got - target) <= 1e-3 * target:
+            return mid
+        lo, hi = (mid, hi) if got < target else (lo, mid)
+    return (lo + hi) / 2
+
+
+def fit_profiler_overhead(trace: Any, graph: Graph, overhead: ProfilerOverhead,
+                          plain_step_ms: float) -> ProfilerOverhead:
+    """``overhead`` fitted so that ``graph`` (fresh from ``build_graph(trace)``,
+    left as it is), with it removed (:func:`remove_profiler_overhead`),
+    replays its iterations in ``plain_step_ms`` (median), the step timed
+    without the profiler (``daydream.Profiler``'s ``wait`` steps).
+
+    The measured per-record costs come first. When the graph without them
+    replays faster than ``plain_step_ms``, they are scaled down (``scale``
+    0..1). When it is still slower, what remains is the profiler slowing
+    the work it records (cache and branch-predictor state its callbacks
+    disturb, real ops' records costing more than the calibration's cheap
+    ones) and the machine running slower during the recording: every CPU
+    task and gap is scaled by ``cpu_factor`` (down to 0.25) until it
+    matches. When ``plain_step_ms`` is not below the profiled steps' own
+    time, the machine's speed changed between the two: nothing is fitted,
+    and ``fit_note`` says so.
+
+    Example::
+
+        o = daydream.calibrate.fit_profiler_overhead(trace, graph, daydream.calibrate.profiler_overhead(), 6.2)
+        o.scale, o.cpu_factor, o.fitted_replayed_ms
+    """
+    if not plain_step_ms > 0:
+        raise DaydreamError(f"fit_profiler_overhead: plain_step_ms must be > 0 (got {plain_step_ms})")
+
+    def replayed(o: ProfilerOverhead) -> float:
+        g = remove_profiler_overhead(trace, graph.copy(), o)
+        return statistics.median(it["replayed_ms"] for it in _core.simulate(g).iterations)
+
+    unscaled = replayed(overhead)
+    profiled = statistics.median(it["measured_ms"] for it in graph.iterations)
+    if plain_step_ms >= profiled:
+        # The profiler cannot have made the steps faster: the machine ran
+        # slower while they were timed. The measured costs stand.
+        return dataclasses.replace(overhead, plain_step_ms=plain_step_ms, unscaled_replayed_ms=unscaled,
+                                   fitted_replayed_ms=unscaled,
+                                   fit_note=f"not fitted: the steps timed without the profiler ({plain_step_ms:.3f} "
+                                            f"ms) were not faster than the profiled ones ({profiled:.3f} ms); "
+                                            "the machine's speed changed in between")
+    if unscaled <= plain_step_ms:
+        # Less to remove than measured: the replayed time grows as the scale falls.
+        scale = 1.0 - _bisect(lambda s: replayed(dataclasses.replace(overhead, scale=1.0 - s)), 0.0, 1.0,
+                              plain_step_ms)
+        fitted = dataclasses.replace(overhead, scale=scale)
+    else:
+        factor = _bisect(lambda c: replayed(dataclasses.replace(overhead, cpu_factor=c)), MIN_CPU_FACTOR, 1.0,
+                         plain_step_ms)
+        fitted = dataclasses.replace(overhead, cpu_factor=factor)
+    return dataclasses.replace(fitted, plain_step_ms=plain_step_ms, unscaled_replayed_ms=unscaled,
+                               fitted_replayed_ms=replayed(fitted))
 
 
 def _count_records(fn: Callable[[], Any], record_shapes: bool) -> int:

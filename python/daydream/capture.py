@@ -33,7 +33,9 @@ import functools
 import logging
 import os
 import shutil
+import statistics
 import tempfile
+import time
 import warnings
 from typing import Any, Callable, Dict, List, Optional, Sequence
 
@@ -115,10 +117,13 @@ class _ModelHooks:
 class Profiler:
     """Records training iterations and turns them into a :class:`daydream.Graph`.
 
-    Like ``torch.profiler.schedule``: ``wait`` steps ignored, ``warmup`` steps
-    profiled and discarded, then ``active`` steps recorded. Call :meth:`step`
-    once per training iteration. CPU activity is always recorded, CUDA
-    activity when a GPU is available.
+    Like ``torch.profiler.schedule``: ``wait`` steps run without the
+    profiler, ``warmup`` steps profiled and discarded, then ``active`` steps
+    recorded, so ``wait + warmup + active`` calls of :meth:`step` (one per
+    training iteration) complete a recording. CPU activity is always
+    recorded, CUDA activity when a GPU is available. The ``wait`` steps are
+    timed (their median is :attr:`plain_step_ms`): they are the step as it
+    runs without a profiler, and the overhead removal below is fitted to it.
 
     ``model`` adds layers and gradient tensors; ``optimizer`` is accepted so
     the optimizer step can be recognized even when it is not
@@ -131,14 +136,18 @@ class Profiler:
     (:func:`daydream.calibrate.profiler_overhead`, a second or two, once per
     process) and takes them out of :attr:`graph`'s CPU tasks and gaps, so
     that the graph replays the step as it runs without a profiler;
-    ``graph.profiler_overhead`` says what was removed. The saved trace is
-    the recording as it is.
+    ``graph.profiler_overhead`` says what was removed. Those costs are
+    measured on cheap ops and do not cover all that the profiler slows, so
+    with ``wait`` steps timed the graph is then fitted to
+    :attr:`plain_step_ms` (:func:`daydream.calibrate.fit_profiler_overhead`:
+    what remains is spread over the CPU work in proportion to its time);
+    :attr:`overhead` says how. The saved trace is the recording as it is.
 
     Example::
 
-        prof = daydream.Profiler(warmup=2, active=3, model=model)
+        prof = daydream.Profiler(wait=10, warmup=2, active=3, model=model)
         with prof:
-            for x, y in loader:
+            for x, y in loader:  # 15 steps or more
                 train_step(x, y)
                 prof.step()
         prof.graph.summary()["tasks_by_phase"]
@@ -150,7 +159,7 @@ class Profiler:
         warmup: int = 2,
         active: int = 3,
         *,
-        wait: int = 0,
+        wait: int = 10,
         model: Any = None,
         optimizer: Any = None,
         record_shapes: bool = True,
@@ -173,6 +182,7 @@ class Profiler:
         self._prof: Any = None
         self._hooks: Optional[_ModelHooks] = None
         self._steps = 0
+        self._wait_stamps: List[float] = []  # perf_counter at start() and at each wait step's end
 
     # -- lifecycle ----------------------------------------------------------
     def start(self) -> "Profiler":
@@ -194,17 +204,37 @@ class Profiler:
             on_trace_ready=self._on_ready,
             record_shapes=self.record_shapes,
         )
-        if self.model is not None:
-            self._hooks = _ModelHooks(self.model, _range_factory(torch))
         self._prof.__enter__()
+        self._wait_stamps = [time.perf_counter()]
+        if self.wait == 0:
+            self._install_hooks()
         return self
+
+    def _install_hooks(self) -> None:
+        # Not in the wait steps: the hooks' ranges cost time even with the profiler off.
+        if self.model is not None and self._hooks is None:
+            self._hooks = _ModelHooks(self.model, _range_factory(_torch()))
 
     def step(self) -> None:
         """Marks the end of one training iteration."""
         if self._prof is None:
             raise DaydreamError("Profiler.step() called outside `with profiler:` (or before start())")
+        if self._steps < self.wait:
+            self._wait_stamps.append(time.perf_counter())
         self._prof.step()
         self._steps += 1
+        if self._steps == self.wait:
+            self._install_hooks()
+
+    @property
+    def plain_step_ms(self) -> Optional[float]:
+        """Median time of the ``wait`` steps, run without the profiler or
+        daydream's hooks (the first one from entering ``with profiler:``);
+        None before one has ended."""
+        stamps = self._wait_stamps
+        if len(stamps) < 2:
+            return None
+        return statistics.median(b - a for a, b in zip(stamps, stamps[1:])) * 1e3
 
     def stop(self) -> None:
         if self._prof is None:
@@ -259,8 +289,12 @@ class Profiler:
                                         "it stops (or pass remove_overhead=False)")
                 from . import calibrate  # noqa: PLC0415 - needs torch, like the capture
 
-                self.overhead = calibrate.profiler_overhead(self.record_shapes)
-                _core.remove_profiler_overhead(trace, graph, **self.overhead.options())
+                overhead = calibrate.profiler_overhead(self.record_shapes)
+                plain = self.plain_step_ms
+                if plain is not None:
+                    overhead = calibrate.fit_profiler_overhead(trace, graph, overhead, plain)
+                self.overhead = overhead
+                graph = calibrate.remove_profiler_overhead(trace, graph, overhead)
             self._graph = graph
         return self._graph
 
@@ -353,8 +387,8 @@ def profile(
     warmup: int = 2,
     active: int = 3,
 ) -> Graph:
-    """Profiles ``warmup + active`` standard training steps of ``model`` on
-    ``inputs`` (on the device the model is on) and returns the graph of the
+    """Profiles standard training steps of ``model`` on ``inputs`` (ten
+    timed without the profiler, then ``warmup + active``) (on the device the model is on) and returns the graph of the
     active ones.
 
     Example::
@@ -367,12 +401,12 @@ def profile(
 
 
 def profile_steps(step: Callable[[], Any], warmup: int, active: int, model: Any = None,
-                  optimizer: Any = None) -> "Profiler":
-    """Runs ``warmup + active`` calls of ``step`` under a :class:`Profiler` and
+                  optimizer: Any = None, wait: int = 10) -> "Profiler":
+    """Runs ``wait + warmup + active`` calls of ``step`` under a :class:`Profiler` and
     returns it: its graph's trace file lives as long as it does."""
-    prof = Profiler(warmup=warmup, active=active, model=model, optimizer=optimizer)
+    prof = Profiler(wait=wait, warmup=warmup, active=active, model=model, optimizer=optimizer)
     with prof:
-        for _ in range(warmup + active):
+        for _ in range(wait + warmup + active):
             step()
             prof.step()
     return prof

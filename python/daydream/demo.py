@@ -62,6 +62,15 @@ def _short(text: str, limit: int = 110) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
+def _fit_text(overhead: Any) -> str:
+    """How the Profiler fitted its graph to the step timed without it."""
+    if overhead is None or overhead.plain_step_ms is None:
+        return ""
+    if overhead.fit_note:
+        return f" (the {overhead.plain_step_ms:.2f} ms step timed without it: not fitted, the machine's speed changed)"
+    return f", fitted to the {overhead.plain_step_ms:.2f} ms step timed without it"
+
+
 def _batch_factor(spec: Union[str, Sequence[str]]) -> Optional[float]:
     """The batch_size factor a what-if asks for, or None."""
     for item in [spec] if isinstance(spec, str) else spec:
@@ -90,7 +99,8 @@ def _what_ifs(subject: Any, items: List[Tuple[str, Union[str, Sequence[str]]]]) 
             removed = overhead["removed_ms"] / max(1, len(pred.baseline.iterations))
             rows.insert(0, ("(replay of the recording)", f"{pred.replayed_ms:.2f}", "1.00x",
                             f"measured {pred.measured_ms:.2f} ms"
-                            + (f" under the profiler, {removed:.2f} ms of its overhead removed" if removed else "")))
+                            + (f" under the profiler, {removed:.2f} ms of its overhead removed" if removed else "")
+                            + _fit_text(getattr(subject, "overhead", None))))
         note = _short(pred.notes[-1].split(": ", 1)[-1]) if pred.notes else ""
         factor = _batch_factor(spec)
         if factor is not None:  # a bigger batch is judged per sample, not per step
@@ -136,9 +146,9 @@ def _model_part() -> None:
     )
     opt = torch.optim.Adam(model.parameters(), lr=1e-3, foreach=False)
     x, y = torch.randn(16, 3, 32, 32), torch.randint(0, 10, (16,))
-    prof = Profiler(warmup=2, active=3, model=model, optimizer=opt)
+    prof = Profiler(wait=10, warmup=2, active=3, model=model, optimizer=opt)
     with prof:
-        for _ in range(5):
+        for _ in range(15):  # 10 timed without the profiler, 2 discarded, 3 recorded
             opt.zero_grad()
             nn.functional.cross_entropy(model(x), y).backward()
             opt.step()
@@ -149,7 +159,7 @@ def _model_part() -> None:
     print(f"captured {len(graph.iterations)} iterations: {s['num_tasks']:,} tasks, "
           f"{len(graph.layers())} layers, {len(grads)} gradients ({sum(t.bytes for t in grads) / 1e3:.1f} kB)\n")
     items = [(p["name"], CPU_WHAT_IFS.get(p["name"], p["name"])) for p in prediction.passes()]
-    print(_what_ifs(graph, items))
+    print(_what_ifs(prof, items))  # the Profiler: predict sees the model and the overhead fit
     print()
 
 

@@ -243,18 +243,26 @@ def _calibrate(graph: Graph, requests: List[Tuple[str, Dict[str, str]]], model: 
     return notes
 
 
-def _overhead_notes(graph: Graph) -> List[str]:
-    """What daydream.Profiler took out of the graph: the profiler's own cost."""
+def _overhead_notes(graph: Graph, fitted: Any = None) -> List[str]:
+    """What daydream.Profiler took out of the graph: the profiler's own cost
+    (``fitted``: the Profiler's ProfilerOverhead, when it was fitted to the
+    step timed without the profiler)."""
     o = graph.profiler_overhead
     if o["records"] <= 0:
         return []
     iterations = max(1, len(graph.iterations))
     shapes = f" + {o['per_input_ns'] / 1e3:.2f} us per recorded input" if o.get("per_input_ns") else ""
+    how = "measured on this machine by daydream.calibrate.profiler_overhead"
+    if fitted is not None and fitted.fit_note:
+        how += "; " + fitted.fit_note
+    elif fitted is not None and fitted.plain_step_ms is not None:
+        how += (f"; fitted to the {fitted.plain_step_ms:.3f} ms step timed without the profiler: costs "
+                f"x{fitted.scale:.2f}, then CPU time x{fitted.cpu_factor:.3f}")
     return [f"profiler overhead removed: {o['removed_ms'] / iterations:.3f} ms per iteration "
             f"({o['records'] / iterations:.0f} records at {(o['begin_ns'] + o['end_ns']) / 1e3:.2f} us{shapes}, "
             f"module hooks {o['module_hook_ns'] / 1e3:.2f} us, gradient hooks {o['grad_hook_ns'] / 1e3:.2f} us; "
-            "measured on this machine by daydream.calibrate.profiler_overhead): replayed and predicted times "
-            "are of the step without a profiler, measured_ms is the profiled one"]
+            f"{how}): replayed and predicted times are of the step without a profiler, measured_ms is the "
+            "profiled one"]
 
 
 def _critical_path_changes(before: Dict[str, Any], after: Dict[str, Any]) -> Dict[str, Any]:
@@ -298,7 +306,8 @@ def predict(
     recorded = _baseline(subject, inputs, target, loss_fn, optimizer, warmup, active)
     graph = recorded if isinstance(recorded, Graph) else recorded.graph
     model = subject if _is_module(subject) else getattr(recorded, "model", None)
-    calibration_notes = _overhead_notes(graph) + _calibrate(graph, requests, model)
+    calibration_notes = _overhead_notes(graph, getattr(recorded, "overhead", None)) + _calibrate(graph, requests,
+                                                                                                 model)
     result = _core.predict(graph, requests)
     labels = [name + (":" + ",".join(f"{k}={v}" for k, v in given.items()) if given else "")
               for name, given in requests]

@@ -26,7 +26,7 @@ def run(rank: int, world: int, out_dir: str, port: str) -> None:
     ddp = DDP(model, bucket_cap_mb=0.5)
     opt = torch.optim.SGD(ddp.parameters(), lr=0.01)
     x, y = torch.randn(16, 128), torch.randint(0, 10, (16,))
-    prof = daydream.Profiler(warmup=1, active=2, model=ddp, optimizer=opt)
+    prof = daydream.Profiler(wait=0, warmup=1, active=2, model=ddp, optimizer=opt)
     with prof:
         for _ in range(3):
             opt.zero_grad()

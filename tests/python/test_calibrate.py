@@ -159,7 +159,7 @@ def _profiled_mlp(tmp_path):
     model = build("mlp")
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     step = training_step(model, torch.randn(16, 64), torch.randint(0, 10, (16,)), torch.nn.CrossEntropyLoss(), opt)
-    prof = daydream.Profiler(warmup=1, active=2, model=model, optimizer=opt)
+    prof = daydream.Profiler(wait=0, warmup=1, active=2, model=model, optimizer=opt)
     with prof:
         for _ in range(3):
             step()

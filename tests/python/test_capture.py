@@ -3,11 +3,14 @@ one-call profiling, layers, gradient tensors, DDP collectives."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import socket
+import statistics
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -19,6 +22,7 @@ else:
 import torch.nn as nn  # noqa: E402
 
 import daydream  # noqa: E402
+from daydream.calibrate import MIN_CPU_FACTOR  # noqa: E402
 from models import batch_for, build, loss_for  # noqa: E402
 
 MODELS = ["mlp", "cnn", "transformer"]
@@ -31,9 +35,9 @@ def captured(request):
     inputs, target = batch_for(name)
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     loss_fn = loss_for(name)
-    prof = daydream.Profiler(warmup=2, active=3, model=model, optimizer=opt)
+    prof = daydream.Profiler(warmup=2, active=3, model=model, optimizer=opt)  # wait=10 by default
     with prof:
-        for _ in range(5):
+        for _ in range(15):
             opt.zero_grad()
             loss_fn(model(inputs), target).backward()
             opt.step()
@@ -110,28 +114,135 @@ def test_replay_of_each_active_iteration_is_within_5_percent(captured) -> None:
         assert abs(it.error_pct) <= 5.0, it
 
 
+def _unfitted(prof):
+    """prof's graph with the measured per-record costs removed as they are (not fitted)."""
+    from daydream import calibrate
+
+    trace = daydream.load_trace(prof.trace_path)
+    measured = dataclasses.replace(prof.overhead, scale=1.0, cpu_factor=1.0)
+    return calibrate.remove_profiler_overhead(trace, daydream.build_graph(trace), measured)
+
+
 def test_captured_graph_replays_without_the_profilers_overhead(captured) -> None:
     _, _, prof = captured
     recorded = daydream.build_graph(prof.trace_path)
-    o = prof.graph.profiler_overhead
     assert prof.overhead is not None and prof.overhead.per_record_ns > 0
+    graph = _unfitted(prof)
+    o = graph.profiler_overhead
     assert o["records"] > 0 and 0 < o["removed_ms"] <= o["estimated_ms"]
     assert o["begin_ns"] + o["end_ns"] == pytest.approx(prof.overhead.per_record_ns, abs=1)
     before = daydream.replay(recorded)
-    after = daydream.replay(prof.graph)
-    removed_per_step = o["removed_ms"] / len(prof.graph.iterations)
+    after = daydream.replay(graph)
+    removed_per_step = o["removed_ms"] / len(graph.iterations)
     for b, a in zip(before.iterations, after.iterations):
         assert a.replayed_ms < b.replayed_ms
         # The replay loses what was removed (less where it was off the critical path).
         assert b.replayed_ms - a.replayed_ms <= removed_per_step * 1.5 + 0.01
-    assert recorded.num_tasks == prof.graph.num_tasks
+    assert recorded.num_tasks == graph.num_tasks == prof.graph.num_tasks
     assert all(prof.graph.task(i)["duration_ns"] >= 0 for i in range(prof.graph.num_tasks))
+
+
+def _median_replayed(graph) -> float:
+    return statistics.median(it.replayed_ms for it in daydream.replay(graph).iterations)
+
+
+def test_profiler_graph_is_fitted_to_the_steps_timed_without_it(captured) -> None:
+    _, _, prof = captured
+    fitted = prof.overhead
+    assert fitted.plain_step_ms == prof.plain_step_ms > 0
+    assert _median_replayed(prof.graph) == pytest.approx(fitted.fitted_replayed_ms, rel=1e-9)
+    assert _median_replayed(_unfitted(prof)) == pytest.approx(fitted.unscaled_replayed_ms, rel=1e-9)
+    if fitted.fit_note:  # the machine's speed changed between the wait steps and the recording
+        assert fitted.scale == 1.0 and fitted.cpu_factor == 1.0
+    elif 0 < fitted.scale < 1 or MIN_CPU_FACTOR < fitted.cpu_factor < 1:
+        assert fitted.fitted_replayed_ms == pytest.approx(fitted.plain_step_ms, rel=2e-3)
+    notes = daydream.predict(prof, opt="scale:cpu=0.5").notes
+    assert any(n.startswith("profiler overhead removed") and ("not fitted" in n if fitted.fit_note else
+                                                              f"fitted to the {fitted.plain_step_ms:.3f} ms step" in n)
+               for n in notes), notes
+
+
+@pytest.mark.parametrize("where", ["below the measured costs' replay", "between it and the recording",
+                                   "above the recording"])
+def test_fit_profiler_overhead_reaches_the_plain_step_time(captured, where: str) -> None:
+    from daydream import calibrate
+
+    _, _, prof = captured
+    trace = daydream.load_trace(prof.trace_path)
+    recorded = daydream.build_graph(trace)
+    measured = calibrate.profiler_overhead(prof.record_shapes)
+    unscaled = _median_replayed(calibrate.remove_profiler_overhead(trace, daydream.build_graph(trace), measured))
+    profiled = statistics.median(it["measured_ms"] for it in recorded.iterations)
+    assert unscaled < profiled
+    target = {"below the measured costs' replay": 0.8 * unscaled,
+              "between it and the recording": (unscaled + profiled) / 2,
+              "above the recording": 1.1 * profiled}[where]
+    fitted = calibrate.fit_profiler_overhead(trace, recorded, measured, target)
+    assert recorded.profiler_overhead["records"] == 0  # the graph given is left as it is
+    graph = calibrate.remove_profiler_overhead(trace, daydream.build_graph(trace), fitted)
+    got = _median_replayed(graph)
+    assert got == pytest.approx(fitted.fitted_replayed_ms, rel=1e-9)
+    assert fitted.unscaled_replayed_ms == pytest.approx(unscaled, rel=1e-9)
+    if where == "above the recording":
+        assert fitted.fit_note.startswith("not fitted")
+        assert (fitted.scale, fitted.cpu_factor) == (1.0, 1.0) and got == pytest.approx(unscaled, rel=1e-9)
+    else:
+        assert not fitted.fit_note and got == pytest.approx(target, rel=2e-3)
+        if where == "between it and the recording":  # less removed than measured
+            assert 0 < fitted.scale < 1 and fitted.cpu_factor == 1.0
+        else:  # everything measured removed, then the CPU work scaled down
+            assert fitted.scale == 1.0 and MIN_CPU_FACTOR < fitted.cpu_factor < 1
+    assert "fitted" in fitted.describe() or "not fitted" in fitted.describe()
+
+
+def test_fit_profiler_overhead_rejects_a_non_positive_step_time(captured) -> None:
+    from daydream import calibrate
+
+    _, _, prof = captured
+    trace = daydream.load_trace(prof.trace_path)
+    with pytest.raises(daydream.DaydreamError, match="plain_step_ms must be > 0"):
+        calibrate.fit_profiler_overhead(trace, daydream.build_graph(trace), prof.overhead, 0.0)
+
+
+def test_wait_steps_run_without_hooks_and_are_timed() -> None:
+    model = build("mlp")
+    inputs, target = batch_for("mlp")
+    prof = daydream.Profiler(wait=3, warmup=0, active=1, model=model)
+
+    def hooked() -> bool:
+        return any(m._forward_pre_hooks for m in model.modules())
+
+    with prof:
+        assert prof.plain_step_ms is None
+        for i in range(4):
+            assert hooked() == (i == 3), i  # installed when the recording begins
+            loss_for("mlp")(model(inputs), target).backward()
+            if i < 3:
+                time.sleep(0.02)  # the wait steps are at least 20 ms
+            prof.step()
+    assert 20 <= prof.plain_step_ms < 1000
+    assert not hooked()
+    assert prof.overhead is None
+    _ = prof.graph
+    assert prof.overhead.plain_step_ms == prof.plain_step_ms
+
+
+def test_without_wait_steps_nothing_is_fitted() -> None:
+    model = build("mlp")
+    inputs, target = batch_for("mlp")
+    prof = daydream.Profiler(wait=0, warmup=0, active=1, model=model)
+    with prof:
+        loss_for("mlp")(model(inputs), target).backward()
+        prof.step()
+    assert prof.plain_step_ms is None
+    _ = prof.graph
+    assert prof.overhead.plain_step_ms is None and prof.overhead.scale == 1.0 and prof.overhead.cpu_factor == 1.0
 
 
 def test_remove_overhead_false_keeps_the_recording() -> None:
     model = build("mlp")
     inputs, target = batch_for("mlp")
-    prof = daydream.Profiler(warmup=0, active=1, model=model, remove_overhead=False)
+    prof = daydream.Profiler(wait=0, warmup=0, active=1, model=model, remove_overhead=False)
     with prof:
         loss_for("mlp")(model(inputs), target).backward()
         prof.step()
@@ -141,7 +252,7 @@ def test_remove_overhead_false_keeps_the_recording() -> None:
 
 
 def test_graph_while_still_recording_is_a_clear_error_when_removing_overhead() -> None:
-    prof = daydream.Profiler(warmup=0, active=1)
+    prof = daydream.Profiler(wait=0, warmup=0, active=1)
     with prof:
         torch.randn(4).sum()
         prof.step()
@@ -217,10 +328,10 @@ def test_hooks_are_removed_after_profiling() -> None:
 
 
 def test_graph_before_enough_steps_is_a_clear_error() -> None:
-    prof = daydream.Profiler(warmup=1, active=2)
+    prof = daydream.Profiler(wait=2, warmup=1, active=2)
     with prof:
         prof.step()
-    with pytest.raises(daydream.DaydreamError, match="1 step\\(\\) calls made, 3 needed"):
+    with pytest.raises(daydream.DaydreamError, match="1 step\\(\\) calls made, 5 needed \\(wait=2"):
         _ = prof.graph
 
 

@@ -132,7 +132,7 @@ def test_predict_from_a_trace_path_and_a_profiler(example_trace: Path) -> None:
     model = build("mlp")
     inputs, target = batch_for("mlp")
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
-    prof = daydream.Profiler(warmup=1, active=2, model=model)
+    prof = daydream.Profiler(wait=0, warmup=1, active=2, model=model)
     with prof:
         for _ in range(3):
             opt.zero_grad()
