@@ -32,12 +32,6 @@ bool IsTaskEventKind(EventKind k) {
   return k == EventKind::kCpuOp || k == EventKind::kRuntime || k == EventKind::kDriver;
 }
 
-// A gloo collective ("gloo:all_reduce", "gloo:broadcast", ...): a
-// record_function range on the gloo worker thread that did the communication.
-bool IsGlooCollective(const TraceEvent& ev, std::string_view name) {
-  return ev.kind == EventKind::kUserAnnotation && StartsWith(name, "gloo:");
-}
-
 bool IsGpuActivityKind(EventKind k) {
   return k == EventKind::kKernel || k == EventKind::kMemcpy || k == EventKind::kMemset;
 }
@@ -206,39 +200,42 @@ class Builder {
       by_track[static_cast<size_t>(ev.track)].push_back(static_cast<int32_t>(i));
     }
     std::vector<uint8_t> has_task_child(trace_.events.size(), 0);
+    std::vector<std::vector<NestKey>> sorted(by_track.size());
     for (size_t t = 0; t < by_track.size(); ++t) {
-      std::vector<int32_t>& events = by_track[t];
-      if (events.empty()) continue;
-      SortNested(events);
-      // Nesting with a stack of (event, effective end).
-      std::vector<std::pair<int32_t, TimeNs>> stack;
+      if (by_track[t].empty()) continue;
+      std::vector<NestKey>& keys = sorted[t] = NestKeys(by_track[t]);
+      // Nesting with a stack of (key index, effective end), read from the
+      // keys rather than the (much larger, randomly reached) events.
+      std::vector<std::pair<size_t, TimeNs>> stack;
       std::vector<Pending> candidates;
-      for (int32_t e : events) {
-        const TraceEvent& ev = Ev(e);
-        while (!stack.empty() && stack.back().second <= ev.ts_ns &&
-               !(stack.back().second == ev.ts_ns && ev.dur_ns == 0 && Ev(stack.back().first).dur_ns == 0 &&
-                 Ev(stack.back().first).ts_ns == ev.ts_ns)) {
+      for (size_t k = 0; k < keys.size(); ++k) {
+        const NestKey& key = keys[k];
+        while (!stack.empty() && stack.back().second <= key.ts &&
+               !(stack.back().second == key.ts && key.dur == 0 && keys[stack.back().first].dur == 0 &&
+                 keys[stack.back().first].ts == key.ts)) {
           stack.pop_back();
         }
-        TimeNs end = ev.end_ns();
+        const int32_t e = key.event;
+        TimeNs end = key.ts + key.dur;
         if (!stack.empty()) {
-          parent_[static_cast<size_t>(e)] = stack.back().first;
+          const int32_t parent = keys[stack.back().first].event;
+          parent_[static_cast<size_t>(e)] = parent;
           if (end > stack.back().second) {
-            if (IsTaskEvent(ev)) {
+            if (key.task) {
               Warn("overlapping_cpu_events",
                    StrCat(EventLabel(e), " ends after the event enclosing it; clipped"));
             }
             end = stack.back().second;
           }
-          if (IsTaskEvent(ev)) {
-            for (int32_t p = stack.back().first; p != kNone && !has_task_child[static_cast<size_t>(p)];
+          if (key.task) {
+            for (int32_t p = parent; p != kNone && !has_task_child[static_cast<size_t>(p)];
                  p = parent_[static_cast<size_t>(p)]) {
               has_task_child[static_cast<size_t>(p)] = 1;
             }
           }
         }
-        stack.emplace_back(e, end);
-        if (IsTaskEvent(ev)) candidates.push_back(Pending{ev.ts_ns, end, e, kNone});
+        stack.emplace_back(k, end);
+        if (key.task) candidates.push_back(Pending{key.ts, end, e, kNone});
       }
       int32_t resource = kNone;
       TimeNs prev_end = kNeverNs;
@@ -257,11 +254,25 @@ class Builder {
       }
       if (resource != kNone) AddSelfTimeTasks(candidates, has_task_child, resource);
     }
-    cpu_range_events_.clear();
-    for (auto& events : by_track) {
-      cpu_range_events_.insert(cpu_range_events_.end(), events.begin(), events.end());
+    // Every thread's ranges in one nesting order: a merge of the sorted runs.
+    std::vector<NestKey> all;
+    std::vector<size_t> runs{0};
+    for (const std::vector<NestKey>& keys : sorted) {
+      if (keys.empty()) continue;
+      all.insert(all.end(), keys.begin(), keys.end());
+      runs.push_back(all.size());
     }
-    SortNested(cpu_range_events_);
+    for (size_t width = 1; width + 1 < runs.size(); width *= 2) {
+      for (size_t i = 0; i + width < runs.size() - 1; i += 2 * width) {
+        const size_t last = std::min(i + 2 * width, runs.size() - 1);
+        std::inplace_merge(all.begin() + static_cast<std::ptrdiff_t>(runs[i]),
+                           all.begin() + static_cast<std::ptrdiff_t>(runs[i + width]),
+                           all.begin() + static_cast<std::ptrdiff_t>(runs[last]), NestLess);
+      }
+    }
+    cpu_range_events_.clear();
+    cpu_range_events_.reserve(all.size());
+    for (const NestKey& key : all) cpu_range_events_.push_back(key.event);
   }
 
   // A dispatched operator (aten::mkldnn_convolution, c10d::allreduce_,
@@ -284,65 +295,103 @@ class Builder {
   void AddSelfTimeTasks(const std::vector<Pending>& candidates, const std::vector<uint8_t>& has_task_child,
                         int32_t resource) {
     if (options_.min_self_task_ns <= 0) return;
-    absl::flat_hash_map<int32_t, size_t> enclosing;  // event -> index in candidates
+    // event -> index in candidates of the enclosing ones (kNone elsewhere;
+    // reset before returning, so one array serves every thread).
+    if (enclosing_.empty()) enclosing_.assign(trace_.events.size(), kNone);
+    bool any = false;
     for (size_t i = 0; i < candidates.size(); ++i) {
-      if (has_task_child[static_cast<size_t>(candidates[i].event)]) enclosing[candidates[i].event] = i;
+      if (!has_task_child[static_cast<size_t>(candidates[i].event)]) continue;
+      enclosing_[static_cast<size_t>(candidates[i].event)] = static_cast<int32_t>(i);
+      any = true;
     }
-    if (enclosing.empty()) return;
+    if (!any) return;
     // Per enclosing operator: the spans of its nearest task-bearing
-    // descendants, in start order (candidates are sorted by start).
-    absl::flat_hash_map<size_t, std::vector<std::pair<TimeNs, TimeNs>>> covered;
+    // descendants, in start order (candidates are sorted by start, and the
+    // stable sort by operator keeps that order within each).
+    struct Cover {
+      int32_t op;  // index in candidates
+      TimeNs from, to;
+    };
+    std::vector<Cover> covered;
     for (const Pending& c : candidates) {
       for (int32_t a = parent_[static_cast<size_t>(c.event)]; a != kNone; a = parent_[static_cast<size_t>(a)]) {
-        auto it = enclosing.find(a);
-        if (it == enclosing.end()) continue;
-        covered[it->second].emplace_back(c.start, c.end);
+        const int32_t op = enclosing_[static_cast<size_t>(a)];
+        if (op == kNone) continue;
+        covered.push_back(Cover{op, c.start, c.end});
         break;
       }
     }
-    for (const auto& [index, spans] : covered) {
-      const Pending& op = candidates[index];
-      if (!IsOperatorName(Ev(op.event))) continue;
-      TimeNs cursor = op.start;
-      auto add = [&](TimeNs from, TimeNs to) {
-        if (to - from >= options_.min_self_task_ns) pending_.push_back(Pending{from, to, op.event, resource, true});
-      };
-      for (const auto& [from, to] : spans) {
-        add(cursor, std::min(from, op.end));
-        cursor = std::max(cursor, to);
+    std::stable_sort(covered.begin(), covered.end(), [](const Cover& x, const Cover& y) { return x.op < y.op; });
+    for (size_t i = 0; i < covered.size();) {
+      const Pending& op = candidates[static_cast<size_t>(covered[i].op)];
+      size_t j = i;
+      while (j < covered.size() && covered[j].op == covered[i].op) ++j;
+      if (IsOperatorName(Ev(op.event))) {
+        TimeNs cursor = op.start;
+        auto add = [&](TimeNs from, TimeNs to) {
+          if (to - from >= options_.min_self_task_ns) pending_.push_back(Pending{from, to, op.event, resource, true});
+        };
+        for (size_t k = i; k < j; ++k) {
+          add(cursor, std::min(covered[k].from, op.end));
+          cursor = std::max(cursor, covered[k].to);
+        }
+        add(cursor, op.end);
       }
-      add(cursor, op.end);
+      i = j;
     }
+    for (const Pending& c : candidates) enclosing_[static_cast<size_t>(c.event)] = kNone;
   }
 
   bool IsTaskEvent(const TraceEvent& ev) const {
-    const std::string_view name = trace_.Str(ev.name);
     // daydream's own ranges (layers, gradient markers) annotate; they are never
     // work, whatever category the profiler gave them.
-    if (StartsWith(name, "daydream.")) return false;
-    return IsTaskEventKind(ev.kind) || IsGlooCollective(ev, name);
+    const NameClass name = ClassOf(ev.name);
+    if (name == NameClass::kDaydream) return false;
+    return IsTaskEventKind(ev.kind) || (ev.kind == EventKind::kUserAnnotation && name == NameClass::kGloo);
   }
 
-  // Sorts event indexes in nesting order: by start, longer first, enclosing
-  // kinds first (NestRank), then by index. The keys are copied out first:
-  // comparing through the indexes read two 144-byte events per comparison.
-  void SortNested(std::vector<int32_t>& events) const {
-    struct Key {
-      TimeNs ts;
-      TimeNs dur;
-      int32_t rank;
-      int32_t event;
-    };
-    std::vector<Key> keys;
+  // What IsTaskEvent reads of a name, worked out once per distinct name. A
+  // gloo collective ("gloo:all_reduce", "gloo:broadcast", ...) is a
+  // record_function range on the gloo worker thread that communicated.
+  enum class NameClass : uint8_t { kUnknown, kDaydream, kGloo, kOther };
+  NameClass ClassOf(StringId id) const {
+    if (name_class_.empty()) name_class_.assign(trace_.strings.size(), NameClass::kUnknown);
+    NameClass& c = name_class_[static_cast<size_t>(id)];
+    if (c == NameClass::kUnknown) {
+      const std::string_view name = trace_.Str(id);
+      c = StartsWith(name, "daydream.") ? NameClass::kDaydream
+          : StartsWith(name, "gloo:")   ? NameClass::kGloo
+                                        : NameClass::kOther;
+    }
+    return c;
+  }
+
+  // An event in nesting order: by start, longer first, enclosing kinds first
+  // (NestRank), then by index; with whether it is a task event. Sorting (and
+  // nesting) these keys rather than event indexes spares reading two large,
+  // randomly placed events per comparison.
+  struct NestKey {
+    TimeNs ts;
+    TimeNs dur;
+    int32_t event;
+    int16_t rank;
+    bool task;
+  };
+  static bool NestLess(const NestKey& x, const NestKey& y) {
+    if (x.ts != y.ts) return x.ts < y.ts;
+    if (x.dur != y.dur) return x.dur > y.dur;
+    if (x.rank != y.rank) return x.rank < y.rank;
+    return x.event < y.event;
+  }
+  std::vector<NestKey> NestKeys(const std::vector<int32_t>& events) const {
+    std::vector<NestKey> keys;
     keys.reserve(events.size());
-    for (int32_t e : events) keys.push_back(Key{Ev(e).ts_ns, Ev(e).dur_ns, NestRank(Ev(e).kind), e});
-    std::sort(keys.begin(), keys.end(), [](const Key& x, const Key& y) {
-      if (x.ts != y.ts) return x.ts < y.ts;
-      if (x.dur != y.dur) return x.dur > y.dur;
-      if (x.rank != y.rank) return x.rank < y.rank;
-      return x.event < y.event;
-    });
-    for (size_t i = 0; i < keys.size(); ++i) events[i] = keys[i].event;
+    for (int32_t e : events) {
+      const TraceEvent& ev = Ev(e);
+      keys.push_back(NestKey{ev.ts_ns, ev.dur_ns, e, static_cast<int16_t>(NestRank(ev.kind)), IsTaskEvent(ev)});
+    }
+    std::sort(keys.begin(), keys.end(), NestLess);
+    return keys;
   }
 
   int32_t CpuResource(int32_t track_index) {
@@ -1536,6 +1585,8 @@ class Builder {
   std::vector<int32_t> parent_;            // per event: enclosing CPU range
   std::vector<int32_t> task_of_;           // per event: its task
   std::vector<int32_t> cpu_range_events_;  // CPU ranges, parents before children
+  std::vector<int32_t> enclosing_;         // AddSelfTimeTasks' scratch, by event
+  mutable std::vector<NameClass> name_class_;  // ClassOf's, by trace string
   std::vector<Pending> pending_;
   std::vector<int32_t> resource_track_;    // per resource: trace track (CPU only)
   std::vector<int32_t> gpu_streams_;       // resource ids of GPU streams
