@@ -9,8 +9,13 @@
 #include <cstring>
 #include <cmath>
 #include <cstdlib>
+#include <future>
+#include <iterator>
+#include <limits>
+#include <memory>
 #include <optional>
 #include <string>
+#include <system_error>
 #include <tuple>
 #include <utility>
 
@@ -394,6 +399,17 @@ class KinetoParser {
     trace_.events.reserve(static_cast<size_t>(std::min<uint64_t>(in_.size_hint(), uint64_t{1} << 40) / 128 + 16));
     size_t window = std::max<size_t>(options_.window_bytes, 64);
     while (true) {
+      if (options_.parallel_windows) {
+        DD_RETURN_IF_ERROR(Fill(2 * window));
+        if (!eof_) {
+          DD_ASSIGN_OR_RETURN(const std::optional<WindowEnd> two, ParseTwoWindows(window));
+          if (two.has_value()) {
+            if (*two == WindowEnd::kArrayClosed) return absl::OkStatus();
+            if (*two == WindowEnd::kNoProgress) window = 2 * std::max(window, end_ - begin_);
+            continue;
+          }
+        }
+      }
       DD_RETURN_IF_ERROR(Fill(window));
       const bool final = eof_;
       size_t text_end = end_;
@@ -424,6 +440,123 @@ class KinetoParser {
   }
 
   enum class WindowEnd { kConsumed, kCutEvent, kNoProgress, kArrayClosed };
+
+  // --- two windows at once ----------------------------------------------------
+  // With two cuts in the buffered text, the second window is parsed on a
+  // helper thread by a detached parser (its own strings, tracks and events)
+  // while this one parses the first; then it is merged, its strings and
+  // tracks interned here in the order it met them, which is the order a
+  // sequential parse meets them: the Trace is the same. Anything irregular in
+  // the second window (an error, a warning, an event its end cut, the array
+  // closing in the first) drops its result, and the sequential loop parses
+  // that text again, so that messages and warnings come out as they always
+  // do. nullopt when the text holds no two windows.
+  absl::StatusOr<std::optional<WindowEnd>> ParseTwoWindows(size_t window) {
+    const size_t cut_a = FindCut(begin_, std::min(end_, begin_ + window));
+    if (cut_a == std::string_view::npos) return std::nullopt;
+    const size_t cut_b = FindCut(cut_a + 1, end_);
+    if (cut_b == std::string_view::npos) return std::nullopt;
+    if (helper_ == nullptr) {
+      helper_options_ = options_;
+      helper_options_.max_events = std::numeric_limits<int64_t>::max();  // checked when merged
+      helper_ = std::make_unique<KinetoParser>(in_, source_, helper_options_);
+      helper_->detached_ = true;
+    }
+    KinetoParser* const helper = helper_.get();
+    helper->LoadDetached(Text(cut_a + 1, cut_b));
+    std::future<bool> second;
+    try {
+      second = std::async(std::launch::async, [helper] { return helper->ParseDetached(); });
+    } catch (const std::system_error&) {
+      return std::nullopt;  // no thread to be had: one window at a time
+    }
+    const absl::StatusOr<WindowEnd> first = ParseWindow(cut_a, /*final=*/false);
+    const bool second_ok = second.get();
+    if (!first.ok()) return first.status();
+    if (*first == WindowEnd::kConsumed && begin_ == cut_a + 1 && second_ok &&
+        helper->index_ <= options_.max_events - index_) {
+      Merge(*helper);
+      begin_ = cut_b + 1;
+    }
+    return std::optional<WindowEnd>(*first);
+  }
+
+  // A detached parser's text: one window, parsed by ParseDetached.
+  void LoadDetached(std::string_view text) {
+    trace_ = Trace();
+    track_index_.clear();
+    meta_process_names_.clear();
+    meta_process_labels_.clear();
+    meta_log_.clear();
+    pending_warnings_.clear();
+    std::fill(std::begin(phase_interned_), std::end(phase_interned_), false);
+    index_ = 0;
+    const size_t need = 1 + text.size() + 2 + JsonPadding();
+    if (buf_.size() < need) buf_.resize(need);
+    std::memcpy(buf_.data() + 1, text.data(), text.size());
+    begin_ = 1;
+    end_ = 1 + text.size();
+    buf_origin_ = 0;
+  }
+
+  // Whether the window parsed whole, without a warning.
+  bool ParseDetached() {
+    const absl::StatusOr<WindowEnd> how = ParseWindow(end_, /*final=*/false);
+    return how.ok() && *how == WindowEnd::kConsumed && trace_.warnings.empty() && pending_warnings_.empty();
+  }
+
+  // Appends what a detached parser read, its ids mapped to this trace's.
+  void Merge(const KinetoParser& h) {
+    const Trace& local = h.trace_;
+    std::vector<StringId> strings(local.strings.size());
+    for (size_t i = 0; i < strings.size(); ++i) {
+      strings[i] = trace_.strings.Intern(local.strings.Get(static_cast<StringId>(i)));
+    }
+    auto str = [&](StringId id) { return strings[static_cast<size_t>(id)]; };
+    std::vector<int32_t> tracks(local.tracks.size());
+    for (size_t i = 0; i < tracks.size(); ++i) {
+      const TraceTrack& t = local.tracks[i];
+      IdValue pid;
+      pid.present = true;
+      pid.is_text = t.pid_is_text;
+      pid.num = t.pid;
+      pid.text = str(t.pid_text);
+      IdValue tid;
+      tid.present = true;
+      tid.is_text = t.tid_is_text;
+      tid.num = t.tid;
+      tid.text = str(t.tid_text);
+      tracks[i] = TrackFor(pid, tid);
+    }
+    auto track = [&](int32_t id) { return tracks[static_cast<size_t>(id)]; };
+    for (const MetaWrite& w : h.meta_log_) {
+      TraceTrack& t = trace_.tracks[static_cast<size_t>(track(w.track))];
+      if (w.sort_index) {
+        t.sort_index = w.value;
+      } else {
+        t.thread_name = str(static_cast<StringId>(w.value));
+      }
+    }
+    for (const auto& [t, name] : h.meta_process_names_) meta_process_names_.emplace_back(track(t), str(name));
+    for (const auto& [t, label] : h.meta_process_labels_) meta_process_labels_.emplace_back(track(t), str(label));
+    for (TraceEvent ev : local.events) {
+      ev.name = str(ev.name);
+      ev.input_dims = str(ev.input_dims);
+      ev.input_types = str(ev.input_types);
+      ev.collective_name = str(ev.collective_name);
+      ev.dtype = str(ev.dtype);
+      ev.sync_kind = str(ev.sync_kind);
+      ev.track = track(ev.track);
+      trace_.events.push_back(ev);
+    }
+    for (TraceFlow flow : local.flows) {
+      flow.category = str(flow.category);
+      flow.track = track(flow.track);
+      trace_.flows.push_back(flow);
+    }
+    for (size_t c = 0; c < 256; ++c) phase_interned_[c] = phase_interned_[c] || h.phase_interned_[c];
+    index_ += h.index_;
+  }
 
   // Parses the events in buf_[begin_, text_end) as the array "[" text "]".
   absl::StatusOr<WindowEnd> ParseWindow(size_t text_end, bool final) {
@@ -975,8 +1108,10 @@ class KinetoParser {
       meta_process_labels_.emplace_back(track, s.meta_labels);
     } else if (name == "thread_name") {
       t.thread_name = s.meta_name;
+      if (detached_) meta_log_.push_back(MetaWrite{track, false, s.meta_name});
     } else if (name == "thread_sort_index") {
       t.sort_index = s.meta_sort_index;
+      if (detached_) meta_log_.push_back(MetaWrite{track, true, s.meta_sort_index});
     }
   }
 
@@ -1028,6 +1163,17 @@ class KinetoParser {
   absl::flat_hash_map<std::tuple<int64_t, int64_t, StringId, StringId>, int32_t> track_index_;
   std::vector<std::pair<int32_t, StringId>> meta_process_names_;
   std::vector<std::pair<int32_t, StringId>> meta_process_labels_;
+  // A detached parser (ParseTwoWindows' helper) logs its thread_name and
+  // thread_sort_index writes, in order, for Merge to replay.
+  struct MetaWrite {
+    int32_t track;
+    bool sort_index;  // else thread_name (a StringId)
+    int64_t value;
+  };
+  bool detached_ = false;
+  std::vector<MetaWrite> meta_log_;
+  std::unique_ptr<KinetoParser> helper_;
+  ReadOptions helper_options_;
 };
 
 std::string BaseName(std::string_view path) {

@@ -26,6 +26,9 @@ struct ReadOptions {
   // Bytes of events parsed at a time (a window grows past this only for an
   // event longer than it, or for text without line breaks between events).
   size_t window_bytes = size_t{1} << 20;
+  // Parse two windows at a time, the second on a helper thread (the Trace,
+  // errors and warnings are the same either way).
+  bool parallel_windows = true;
   // Decompression limit for gzip files.
   uint64_t max_bytes = uint64_t{64} << 30;
 };

@@ -713,13 +713,15 @@ std::string Dump(const Trace& t) {
     out << "flow " << f.id << " " << f.ts_ns << " " << t.Str(f.category) << " " << f.track << " " << f.phase << "\n";
   }
   for (const WarningCount& w : t.warnings.items()) out << "warning " << w.kind << " " << w.count << " " << w.example << "\n";
-  out << "strings " << t.strings.size() << "\n";
+  // The table itself, in id order: ids are the order strings were first met.
+  for (size_t i = 0; i < t.strings.size(); ++i) out << "string " << i << " " << t.Str(static_cast<StringId>(i)) << "\n";
   return out.str();
 }
 
-Trace ParseWithWindow(const std::string& json, size_t window_bytes) {
+Trace ParseWithWindow(const std::string& json, size_t window_bytes, bool parallel = true) {
   ReadOptions options;
   options.window_bytes = window_bytes;
+  options.parallel_windows = parallel;
   auto trace = ParseTraceText(json, "w.json", options);
   INFO("window " << window_bytes);
   REQUIRE(trace.ok());
@@ -792,6 +794,86 @@ TEST_CASE("reader gives the same trace whatever the window size", "[kineto_reade
   for (size_t window = 64; window < 4000; window += window < 600 ? 7 : 97) {
     INFO("window " << window);
     CHECK(Dump(ParseWithWindow(doc, window)) == whole);
+  }
+}
+
+// A document without warnings (so that a second window parsed on the helper
+// thread is merged, not parsed again): tracks first seen in later windows,
+// text pids and tids, thread names written and overwritten, process names
+// and labels, flows, kernels with args, new strings throughout.
+std::string CleanDoc(int events) {
+  std::string body;
+  for (int i = 0; i < events; ++i) {
+    if (i > 0) body += ",\n  ";
+    const std::string n = std::to_string(i), ts = std::to_string(10 * i), tid = std::to_string(1 + i % 13);
+    switch (i % 6) {
+      case 0:
+        body += R"j({"ph":"X","cat":"cpu_op","name":"op )j" + std::to_string(i % 17) + R"j(","pid":1,"tid":)j" + tid +
+                R"j(,"ts":)j" + ts + R"j(,"dur":5,"args":{"External id":)j" + n +
+                R"j(,"Input Dims":[[)j" + n + R"j(,8],[8,2]],"Input type":["float","c10::BFloat16"],"Sequence number":)j" +
+                n + "}}";
+        break;
+      case 1:
+        body += R"j({"ph":"X","cat":"kernel","name":"kernel )j" + std::to_string(i % 5) +
+                R"j(","pid":0,"tid":)j" + std::to_string(7 + i % 3) + R"j(,"ts":)j" + ts +
+                R"j(,"dur":3,"args":{"correlation":)j" + n + R"j(,"stream":7,"grid":[2,1,1],"block":[128,1,1],"device":0}})j";
+        break;
+      case 2:
+        body += R"j({"ph":"f","cat":"ac2g","id":)j" + n + R"j(,"pid":1,"tid":)j" + tid + R"j(,"ts":)j" + ts +
+                R"j(,"bp":"e"})j";
+        break;
+      case 3:
+        body += R"j({"name":"thread_name","ph":"M","pid":1,"tid":)j" + tid + R"j(,"args":{"name":"thread )j" + n +
+                R"j("}})j";
+        break;
+      case 4:
+        body += R"j({"ph":"X","cat":"user_annotation","name":"span )j" + n + R"j(","pid":"Spans","tid":"lane )j" +
+                std::to_string(i % 4) + R"j(","ts":)j" + ts + R"j(,"dur":2})j";
+        break;
+      default:
+        body += i % 4 == 1 ? R"j({"name":"process_name","ph":"M","pid":)j" + std::to_string(i % 3) +
+                                 R"j(,"tid":0,"args":{"name":"process )j" + n + R"j("}})j"
+                           : R"j({"name":"thread_sort_index","ph":"M","pid":1,"tid":)j" + tid +
+                                 R"j(,"args":{"sort_index":)j" + n + "}}";
+        break;
+    }
+  }
+  return "{\n  \"traceEvents\": [\n  " + body + "\n  ]\n}\n";
+}
+
+TEST_CASE("reader gives the same trace with windows parsed two at a time", "[kineto_reader][windows]") {
+  for (const std::string& doc : {CleanDoc(400), TrickyDoc(120)}) {
+    const std::string whole = Dump(ParseWithWindow(doc, size_t{1} << 30, /*parallel=*/false));
+    for (size_t window = 64; window < 3000; window += window < 600 ? 11 : 131) {
+      INFO("window " << window);
+      CHECK(Dump(ParseWithWindow(doc, window, /*parallel=*/true)) == whole);
+      CHECK(Dump(ParseWithWindow(doc, window, /*parallel=*/false)) == whole);
+    }
+  }
+}
+
+TEST_CASE("reader errors and limits come out the same with windows parsed two at a time", "[kineto_reader][windows]") {
+  std::string events;
+  for (int i = 0; i < 300; ++i) {
+    if (i > 0) events += ",\n";
+    events += i == 250 ? R"j({"ph":"X","name":"a","ts":1,"dur":-4})j" : Op("op " + std::to_string(i));
+  }
+  ReadOptions options;
+  options.max_events = 200;
+  for (size_t window = 128; window < 2000; window += 37) {
+    INFO("window " << window);
+    options.window_bytes = window;
+    for (bool parallel : {true, false}) {
+      options.parallel_windows = parallel;
+      CHECK(ErrorOf(KinetoDoc(events), options) == "t.json: more than 200 events");
+    }
+  }
+  options.max_events = 1000;
+  for (size_t window = 128; window < 2000; window += 37) {
+    INFO("window " << window);
+    options.window_bytes = window;
+    options.parallel_windows = true;
+    CHECK(ErrorOf(KinetoDoc(events), options) == "t.json: event 250: 'dur' is negative (-4 us)");
   }
 }
 
