@@ -200,12 +200,32 @@ class KinetoParser {
   }
 
   // Warnings wait until their event is parsed whole: an event cut by a
-  // window's end is parsed again, with the next window.
+  // window's end is parsed again, with the next window. An event's warning
+  // keeps its index apart from its text until then: a detached parser's
+  // indexes count from its window's start, and Merge adds the window's.
+  struct PendingWarning {
+    std::string kind;
+    bool event = false;  // the message is "<source>: event <index>" + text
+    int64_t index = 0;
+    std::string text;
+  };
   void Warn(std::string_view kind, std::string example) {
-    pending_warnings_.emplace_back(std::string(kind), std::move(example));
+    pending_warnings_.push_back(PendingWarning{std::string(kind), false, 0, std::move(example)});
+  }
+  void WarnEvent(std::string_view kind, int64_t index, std::string text) {
+    pending_warnings_.push_back(PendingWarning{std::string(kind), true, index, std::move(text)});
+  }
+  void AddWarning(const PendingWarning& w, int64_t index_base) {
+    trace_.warnings.Add(w.kind, w.event ? StrCat(source_, ": event ", w.index + index_base, w.text) : w.text);
   }
   void FlushWarnings() {
-    for (auto& [kind, example] : pending_warnings_) trace_.warnings.Add(kind, std::move(example));
+    for (PendingWarning& w : pending_warnings_) {
+      if (detached_) {
+        detached_warnings_.push_back(std::move(w));
+      } else {
+        AddWarning(w, 0);
+      }
+    }
     pending_warnings_.clear();
   }
 
@@ -446,11 +466,12 @@ class KinetoParser {
   // helper thread by a detached parser (its own strings, tracks and events)
   // while this one parses the first; then it is merged, its strings and
   // tracks interned here in the order it met them, which is the order a
-  // sequential parse meets them: the Trace is the same. Anything irregular in
-  // the second window (an error, a warning, an event its end cut, the array
-  // closing in the first) drops its result, and the sequential loop parses
-  // that text again, so that messages and warnings come out as they always
-  // do. nullopt when the text holds no two windows.
+  // sequential parse meets them: the Trace is the same. Its warnings keep
+  // their events' window-relative indexes and are added, in order, when it
+  // is merged. Anything irregular in the second window (an error, an event
+  // its end cut, the array closing in the first, the event limit) drops its
+  // result, and the sequential loop parses that text again, so that errors
+  // come out as they always do. nullopt when the text holds no two windows.
   absl::StatusOr<std::optional<WindowEnd>> ParseTwoWindows(size_t window) {
     const size_t cut_a = FindCut(begin_, std::min(end_, begin_ + window));
     if (cut_a == std::string_view::npos) return std::nullopt;
@@ -489,6 +510,7 @@ class KinetoParser {
     meta_process_labels_.clear();
     meta_log_.clear();
     pending_warnings_.clear();
+    detached_warnings_.clear();
     std::fill(std::begin(phase_interned_), std::end(phase_interned_), false);
     index_ = 0;
     const size_t need = 1 + text.size() + 2 + JsonPadding();
@@ -499,10 +521,10 @@ class KinetoParser {
     buf_origin_ = 0;
   }
 
-  // Whether the window parsed whole, without a warning.
+  // Whether the window parsed whole.
   bool ParseDetached() {
     const absl::StatusOr<WindowEnd> how = ParseWindow(end_, /*final=*/false);
-    return how.ok() && *how == WindowEnd::kConsumed && trace_.warnings.empty() && pending_warnings_.empty();
+    return how.ok() && *how == WindowEnd::kConsumed;
   }
 
   // Appends what a detached parser read, its ids mapped to this trace's.
@@ -555,6 +577,7 @@ class KinetoParser {
       trace_.flows.push_back(flow);
     }
     for (size_t c = 0; c < 256; ++c) phase_interned_[c] = phase_interned_[c] || h.phase_interned_[c];
+    for (const PendingWarning& w : h.detached_warnings_) AddWarning(w, index_);
     index_ += h.index_;
   }
 
@@ -744,9 +767,7 @@ class KinetoParser {
       return std::nullopt;
     }
     if (!out.has_value()) {
-      Warn("bad_arg_type",
-                          StrCat(source_, ": event ", index, ": arg ", Quote(field),
-                                       " is not an integer; ignored"));
+      WarnEvent("bad_arg_type", index, StrCat(": arg ", Quote(field), " is not an integer; ignored"));
     }
     return out;
   }
@@ -879,8 +900,7 @@ class KinetoParser {
     od::object args;
     if (auto err = value.get_object().get(args); err != simdjson::SUCCESS) {
       if (err == simdjson::INCORRECT_TYPE) {
-        Warn("bad_args", StrCat(source_, ": event ", index,
-                                                     ": 'args' is not an object; ignored"));
+        WarnEvent("bad_args", index, ": 'args' is not an object; ignored");
         return absl::OkStatus();
       }
       return JsonError(err, index, "args");
@@ -977,8 +997,7 @@ class KinetoParser {
     od::json_type t;
     if (auto err = v.type().get(t); err != simdjson::SUCCESS) return JsonError(err, index, field);
     if (t != od::json_type::string) {
-      Warn("bad_arg_type", StrCat(source_, ": event ", index, ": arg ",
-                                                       Quote(field), " is not a string; ignored"));
+      WarnEvent("bad_arg_type", index, StrCat(": arg ", Quote(field), " is not a string; ignored"));
       return 0;
     }
     return ReadString(v, index, field);
@@ -1056,8 +1075,7 @@ class KinetoParser {
       case 't':
       case 'f': {
         if (!s.has_id || !s.has_ts) {
-          Warn("bad_flow", StrCat(source_, ": event ", index,
-                                                       ": flow event without 'id' or 'ts'; ignored"));
+          WarnEvent("bad_flow", index, ": flow event without 'id' or 'ts'; ignored");
           return absl::OkStatus();
         }
         TraceFlow flow;
@@ -1073,10 +1091,8 @@ class KinetoParser {
         CommitMetadata(s);
         return absl::OkStatus();
       default:
-        Warn(StrCat("unsupported_phase_", std::string(1, s.ph)),
-                            StrCat(source_, ": event ", index, ": phase ",
-                                         Quote(std::string(1, s.ph)),
-                                         " is not read by daydream; ignored"));
+        WarnEvent(StrCat("unsupported_phase_", std::string(1, s.ph)), index,
+                  StrCat(": phase ", Quote(std::string(1, s.ph)), " is not read by daydream; ignored"));
         return absl::OkStatus();
     }
     TraceEvent& ev = s.ev;
@@ -1159,7 +1175,7 @@ class KinetoParser {
   int64_t loc_global_ = 0;
   bool final_closed_ = true;  // false: the input ends before the top-level value closes
   int64_t index_ = 0;         // of the next event
-  std::vector<std::pair<std::string, std::string>> pending_warnings_;
+  std::vector<PendingWarning> pending_warnings_;
   absl::flat_hash_map<std::tuple<int64_t, int64_t, StringId, StringId>, int32_t> track_index_;
   std::vector<std::pair<int32_t, StringId>> meta_process_names_;
   std::vector<std::pair<int32_t, StringId>> meta_process_labels_;
@@ -1172,6 +1188,7 @@ class KinetoParser {
   };
   bool detached_ = false;
   std::vector<MetaWrite> meta_log_;
+  std::vector<PendingWarning> detached_warnings_;  // flushed, in order, for Merge
   std::unique_ptr<KinetoParser> helper_;
   ReadOptions helper_options_;
 };

@@ -797,10 +797,10 @@ TEST_CASE("reader gives the same trace whatever the window size", "[kineto_reade
   }
 }
 
-// A document without warnings (so that a second window parsed on the helper
-// thread is merged, not parsed again): tracks first seen in later windows,
-// text pids and tids, thread names written and overwritten, process names
-// and labels, flows, kernels with args, new strings throughout.
+// A document of what a merge must map (TrickyDoc adds warnings and cut
+// events): tracks first seen in later windows, text pids and tids, thread
+// names written and overwritten, process names and labels, flows, kernels
+// with args, new strings throughout.
 std::string CleanDoc(int events) {
   std::string body;
   for (int i = 0; i < events; ++i) {
