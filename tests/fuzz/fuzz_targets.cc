@@ -26,6 +26,68 @@ ReadOptions FuzzReadOptions() {
   return options;
 }
 
+// Two parses with the same windows, two at a time and one at a time, must
+// agree exactly: the same error message, or the same trace down to string
+// ids, warning examples and every event field.
+bool SameEvent(const TraceEvent& a, const TraceEvent& b) {
+  return a.ts_ns == b.ts_ns && a.dur_ns == b.dur_ns && a.correlation == b.correlation &&
+         a.external_id == b.external_id && a.sequence_number == b.sequence_number &&
+         a.fwd_thread_id == b.fwd_thread_id && a.record_function_id == b.record_function_id && a.stream == b.stream &&
+         a.bytes == b.bytes && a.in_msg_nelems == b.in_msg_nelems && a.out_msg_nelems == b.out_msg_nelems &&
+         a.wait_on_stream == b.wait_on_stream &&
+         a.wait_on_event_record_correlation == b.wait_on_event_record_correlation && a.name == b.name &&
+         a.input_dims == b.input_dims && a.input_types == b.input_types && a.collective_name == b.collective_name &&
+         a.dtype == b.dtype && a.sync_kind == b.sync_kind && a.track == b.track && a.device == b.device &&
+         a.group_size == b.group_size && a.grid_blocks == b.grid_blocks && a.block_threads == b.block_threads &&
+         a.kind == b.kind && a.instant == b.instant;
+}
+
+bool SameTrace(const Trace& a, const Trace& b) {
+  if (a.events.size() != b.events.size() || a.flows.size() != b.flows.size() || a.tracks.size() != b.tracks.size() ||
+      a.strings.size() != b.strings.size() || a.warnings.items().size() != b.warnings.items().size()) {
+    return false;
+  }
+  for (size_t i = 0; i < a.events.size(); ++i) {
+    if (!SameEvent(a.events[i], b.events[i])) return false;
+  }
+  for (size_t i = 0; i < a.flows.size(); ++i) {
+    const TraceFlow &x = a.flows[i], &y = b.flows[i];
+    if (x.id != y.id || x.ts_ns != y.ts_ns || x.category != y.category || x.track != y.track || x.phase != y.phase) {
+      return false;
+    }
+  }
+  for (size_t i = 0; i < a.tracks.size(); ++i) {
+    const TraceTrack &x = a.tracks[i], &y = b.tracks[i];
+    if (x.pid != y.pid || x.tid != y.tid || x.pid_is_text != y.pid_is_text || x.tid_is_text != y.tid_is_text ||
+        x.pid_text != y.pid_text || x.tid_text != y.tid_text || x.process_name != y.process_name ||
+        x.process_label != y.process_label || x.thread_name != y.thread_name || x.sort_index != y.sort_index ||
+        x.gpu != y.gpu || x.num_events != y.num_events) {
+      return false;
+    }
+  }
+  for (size_t i = 0; i < a.strings.size(); ++i) {
+    if (a.Str(static_cast<StringId>(i)) != b.Str(static_cast<StringId>(i))) return false;
+  }
+  for (size_t i = 0; i < a.warnings.items().size(); ++i) {
+    const WarningCount &x = a.warnings.items()[i], &y = b.warnings.items()[i];
+    if (x.kind != y.kind || x.count != y.count || x.example != y.example) return false;
+  }
+  return true;
+}
+
+void CheckTwoAtATimeAgrees(const std::string& json, const absl::StatusOr<Trace>& two, const ReadOptions& small) {
+  ReadOptions one = small;
+  one.parallel_windows = false;
+  const absl::StatusOr<Trace> sequential = ParseTraceJson(json, kFuzzSource, one);
+  const bool same = two.ok() == sequential.ok() &&
+                    (two.ok() ? SameTrace(*two, *sequential) : two.status() == sequential.status());
+  if (!same) {
+    std::fprintf(stderr, "two windows at a time differ from one at a time: %s / %s\n",
+                 std::string(two.status().message()).c_str(), std::string(sequential.status().message()).c_str());
+    std::abort();
+  }
+}
+
 // The reader parses events a window at a time; the cuts must never show.
 // Parses `json` again with 64-byte windows and aborts (a crash the fuzzer
 // reports) when that succeeds where the one-window parse failed, or the
@@ -34,6 +96,7 @@ void CheckWindowsAgree(const std::string& json, const absl::StatusOr<Trace>& who
   ReadOptions small = options;
   small.window_bytes = 64;
   const absl::StatusOr<Trace> windowed = ParseTraceJson(json, kFuzzSource, small);
+  CheckTwoAtATimeAgrees(json, windowed, small);
   bool same = whole.ok() == windowed.ok();
   if (same && whole.ok()) {
     same = whole->events.size() == windowed->events.size() && whole->flows.size() == windowed->flows.size() &&
