@@ -234,11 +234,30 @@ class KinetoParser {
   // (a window's '[') and room for a ']' and simdjson's padding after it.
 
   int64_t Global(size_t i) const { return buf_origin_ + static_cast<int64_t>(i); }
+
+  // How far a parse one window at a time would have read: a Fill(want) not
+  // ahead reads to begin_ + want. The windows are cut within it.
+  void NoteSeen(size_t want) {
+    seen_end_ = std::max(seen_end_, Global(std::min(end_, begin_ + want)));
+  }
+  size_t SeenEnd() const {
+    return static_cast<size_t>(std::clamp<int64_t>(seen_end_ - buf_origin_, static_cast<int64_t>(begin_),
+                                                   static_cast<int64_t>(end_)));
+  }
   std::string_view Text(size_t from, size_t to) const { return std::string_view(buf_.data() + from, to - from); }
 
-  // Reads until at least `want` bytes are unread or the input ends.
-  absl::Status Fill(size_t want) {
-    if (end_ - begin_ >= want || eof_) return absl::OkStatus();
+  // Reads until at least `want` bytes are unread or the input ends. A
+  // read `ahead` (ParseTwoWindows' second window) does not count as meeting
+  // the input's end: hit_end_ is what a parse one window at a time knows.
+  absl::Status Fill(size_t want, bool ahead = false) {
+    if (end_ - begin_ >= want) {
+      if (!ahead) NoteSeen(want);
+      return absl::OkStatus();
+    }
+    if (eof_) {
+      hit_end_ = hit_end_ || !ahead;
+      return absl::OkStatus();
+    }
     if (begin_ > 1) {  // keep the unread text at the front
       std::memmove(buf_.data() + 1, buf_.data() + begin_, end_ - begin_);
       buf_origin_ += static_cast<int64_t>(begin_ - 1);
@@ -259,6 +278,8 @@ class KinetoParser {
       end_ += n;
       total_read_ += n;
     }
+    if (eof_ && !ahead) hit_end_ = true;
+    if (!ahead) NoteSeen(want);
     return absl::OkStatus();
   }
 
@@ -420,23 +441,20 @@ class KinetoParser {
     size_t window = std::max<size_t>(options_.window_bytes, 64);
     while (true) {
       if (options_.parallel_windows) {
-        DD_RETURN_IF_ERROR(Fill(2 * window));
-        if (!eof_) {
-          DD_ASSIGN_OR_RETURN(const std::optional<WindowEnd> two, ParseTwoWindows(window));
-          if (two.has_value()) {
-            if (*two == WindowEnd::kArrayClosed) return absl::OkStatus();
-            if (*two == WindowEnd::kNoProgress) window = 2 * std::max(window, end_ - begin_);
-            continue;
-          }
+        DD_ASSIGN_OR_RETURN(const std::optional<WindowEnd> two, ParseTwoWindows(window));
+        if (two.has_value()) {
+          if (*two == WindowEnd::kArrayClosed) return absl::OkStatus();
+          if (*two == WindowEnd::kNoProgress) window = 2 * std::max(window, SeenEnd() - begin_);
+          continue;
         }
       }
       DD_RETURN_IF_ERROR(Fill(window));
-      const bool final = eof_;
+      const bool final = hit_end_;
       size_t text_end = end_;
       if (!final) {
-        text_end = FindCut(begin_, end_);
+        text_end = FindCut(begin_, SeenEnd());
         if (text_end == std::string_view::npos) {  // no cut yet: a longer window
-          window = 2 * std::max(window, end_ - begin_);
+          window = 2 * std::max(window, SeenEnd() - begin_);
           continue;
         }
       } else {
@@ -455,7 +473,7 @@ class KinetoParser {
       DD_ASSIGN_OR_RETURN(const WindowEnd how, ParseWindow(text_end, final));
       if (how == WindowEnd::kArrayClosed) return absl::OkStatus();
       if (how == WindowEnd::kCutEvent && final) return Truncated();
-      if (how == WindowEnd::kNoProgress) window = 2 * std::max(window, end_ - begin_);
+      if (how == WindowEnd::kNoProgress) window = 2 * std::max(window, SeenEnd() - begin_);
     }
   }
 
@@ -472,11 +490,25 @@ class KinetoParser {
   // its end cut, the array closing in the first, the event limit) drops its
   // result, and the sequential loop parses that text again, so that errors
   // come out as they always do. nullopt when the text holds no two windows.
+  //
+  // The windows are the ones a parse one at a time takes, and the input is
+  // read to exactly where that parse would have read it (a window's worth
+  // past each window's start), so that both meet the input's end in the same
+  // window: a failure there reads as truncation, earlier as malformed text.
   absl::StatusOr<std::optional<WindowEnd>> ParseTwoWindows(size_t window) {
-    const size_t cut_a = FindCut(begin_, std::min(end_, begin_ + window));
+    DD_RETURN_IF_ERROR(Fill(window));
+    if (hit_end_) return std::nullopt;  // the last window
+    size_t cut_a = FindCut(begin_, SeenEnd());
     if (cut_a == std::string_view::npos) return std::nullopt;
-    const size_t cut_b = FindCut(cut_a + 1, end_);
-    if (cut_b == std::string_view::npos) return std::nullopt;
+    const size_t first_bytes = cut_a - begin_;
+    DD_RETURN_IF_ERROR(Fill(first_bytes + 1 + window, /*ahead=*/true));  // may move the text to the front
+    cut_a = begin_ + first_bytes;
+    const bool second_is_last = end_ < cut_a + 1 + window;  // the input ends within it
+    const size_t cut_b = second_is_last ? std::string_view::npos : FindCut(cut_a + 1, cut_a + 1 + window);
+    if (cut_b == std::string_view::npos) {  // the second is the last, or has no cut: the first alone
+      DD_ASSIGN_OR_RETURN(const WindowEnd first, ParseWindow(cut_a, /*final=*/false));
+      return std::optional<WindowEnd>(first);
+    }
     if (helper_ == nullptr) {
       helper_options_ = options_;
       helper_options_.max_events = std::numeric_limits<int64_t>::max();  // checked when merged
@@ -497,6 +529,7 @@ class KinetoParser {
     if (*first == WindowEnd::kConsumed && begin_ == cut_a + 1 && second_ok &&
         helper->index_ <= options_.max_events - index_) {
       Merge(*helper);
+      seen_end_ = std::max(seen_end_, Global(cut_a + 1 + window));  // one at a time read the second's window
       begin_ = cut_b + 1;
     }
     return std::optional<WindowEnd>(*first);
@@ -1167,7 +1200,9 @@ class KinetoParser {
   size_t end_ = 1;
   int64_t buf_origin_ = -1;  // offset in the input of buf_[0]
   uint64_t total_read_ = 0;
-  bool eof_ = false;
+  bool eof_ = false;      // the input is all read
+  bool hit_end_ = false;  // ... and a read not ahead of one window at a time found that
+  int64_t seen_end_ = 0;  // input offset: how far one window at a time would have read (NoteSeen)
   // The document being parsed, and how its pointers map to input offsets.
   const char* doc_start_ = nullptr;
   const char* doc_end_ = nullptr;
