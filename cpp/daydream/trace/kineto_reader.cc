@@ -489,12 +489,14 @@ class KinetoParser {
   // is merged. Anything irregular in the second window (an error, an event
   // its end cut, the array closing in the first, the event limit) drops its
   // result, and the sequential loop parses that text again, so that errors
-  // come out as they always do. nullopt when the text holds no two windows.
+  // come out as they always do. nullopt when the first window is the last or
+  // has no cut (the loop takes it one at a time).
   //
-  // The windows are the ones a parse one at a time takes, and the input is
-  // read to exactly where that parse would have read it (a window's worth
-  // past each window's start), so that both meet the input's end in the same
-  // window: a failure there reads as truncation, earlier as malformed text.
+  // The windows are the ones a parse one at a time takes: they are cut
+  // within what that parse would have read (SeenEnd), and the read ahead for
+  // the second does not count as meeting the input's end (hit_end_), so both
+  // meet it in the same window: a failure there reads as truncation, earlier
+  // as malformed text.
   absl::StatusOr<std::optional<WindowEnd>> ParseTwoWindows(size_t window) {
     DD_RETURN_IF_ERROR(Fill(window));
     if (hit_end_) return std::nullopt;  // the last window
@@ -568,20 +570,18 @@ class KinetoParser {
       strings[i] = trace_.strings.Intern(local.strings.Get(static_cast<StringId>(i)));
     }
     auto str = [&](StringId id) { return strings[static_cast<size_t>(id)]; };
+    auto id = [&](bool is_text, int64_t num, StringId text) {
+      IdValue v;
+      v.present = true;
+      v.is_text = is_text;
+      v.num = num;
+      v.text = str(text);
+      return v;
+    };
     std::vector<int32_t> tracks(local.tracks.size());
     for (size_t i = 0; i < tracks.size(); ++i) {
       const TraceTrack& t = local.tracks[i];
-      IdValue pid;
-      pid.present = true;
-      pid.is_text = t.pid_is_text;
-      pid.num = t.pid;
-      pid.text = str(t.pid_text);
-      IdValue tid;
-      tid.present = true;
-      tid.is_text = t.tid_is_text;
-      tid.num = t.tid;
-      tid.text = str(t.tid_text);
-      tracks[i] = TrackFor(pid, tid);
+      tracks[i] = TrackFor(id(t.pid_is_text, t.pid, t.pid_text), id(t.tid_is_text, t.tid, t.tid_text));
     }
     auto track = [&](int32_t id) { return tracks[static_cast<size_t>(id)]; };
     for (const MetaWrite& w : h.meta_log_) {
