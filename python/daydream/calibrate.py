@@ -582,11 +582,17 @@ class ProfilerOverhead:
         if self.fit_note:
             text += "; " + self.fit_note
         elif self.plain_step_ms is not None:
-            text += (f"; fitted (costs x{self.scale:.2f}, then CPU time x{self.cpu_factor:.3f}) so that the graph "
-                     f"replays in {self.fitted_replayed_ms:.3f} ms per step (measured costs alone: "
-                     f"{self.unscaled_replayed_ms:.3f} ms) against {self.plain_step_ms:.3f} ms measured without "
-                     "the profiler")
+            text += (f"; {self.fit_text()} (the graph replays in {self.fitted_replayed_ms:.3f} ms per step; with "
+                     f"the measured costs alone, {self.unscaled_replayed_ms:.3f} ms)")
         return text
+
+    def fit_text(self) -> str:
+        """How the costs were fitted to the step timed without the profiler
+        (``fit_note`` when they were not); "" when there was no such step."""
+        if self.plain_step_ms is None:
+            return ""
+        return self.fit_note or (f"fitted to the {self.plain_step_ms:.3f} ms step timed without the profiler: "
+                                 f"costs x{self.scale:.2f}, then CPU time x{self.cpu_factor:.3f}")
 
 
 #: The smallest factor fit_profiler_overhead gives the remaining CPU time.

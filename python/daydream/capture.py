@@ -387,8 +387,9 @@ def profile(
     warmup: int = 2,
     active: int = 3,
 ) -> Graph:
-    """Profiles standard training steps of ``model`` on ``inputs`` (ten
-    timed without the profiler, then ``warmup + active``) (on the device the model is on) and returns the graph of the
+    """Profiles standard training steps of ``model`` on ``inputs``, on the
+    device the model is on (ten timed without the profiler, then ``warmup +
+    active``), and returns the graph of the
     active ones.
 
     Example::

@@ -62,15 +62,6 @@ def _short(text: str, limit: int = 110) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def _fit_text(overhead: Any) -> str:
-    """How the Profiler fitted its graph to the step timed without it."""
-    if overhead is None or overhead.plain_step_ms is None:
-        return ""
-    if overhead.fit_note:
-        return f" (the {overhead.plain_step_ms:.2f} ms step timed without it: not fitted, the machine's speed changed)"
-    return f", fitted to the {overhead.plain_step_ms:.2f} ms step timed without it"
-
-
 def _batch_factor(spec: Union[str, Sequence[str]]) -> Optional[float]:
     """The batch_size factor a what-if asks for, or None."""
     for item in [spec] if isinstance(spec, str) else spec:
@@ -100,7 +91,9 @@ def _what_ifs(subject: Any, items: List[Tuple[str, Union[str, Sequence[str]]]]) 
             rows.insert(0, ("(replay of the recording)", f"{pred.replayed_ms:.2f}", "1.00x",
                             f"measured {pred.measured_ms:.2f} ms"
                             + (f" under the profiler, {removed:.2f} ms of its overhead removed" if removed else "")
-                            + _fit_text(getattr(subject, "overhead", None))))
+                            + (f"; {subject.overhead.fit_text()}"
+                               if getattr(subject, "overhead", None) is not None and subject.overhead.fit_text()
+                               else "")))
         note = _short(pred.notes[-1].split(": ", 1)[-1]) if pred.notes else ""
         factor = _batch_factor(spec)
         if factor is not None:  # a bigger batch is judged per sample, not per step

@@ -253,11 +253,8 @@ def _overhead_notes(graph: Graph, fitted: Any = None) -> List[str]:
     iterations = max(1, len(graph.iterations))
     shapes = f" + {o['per_input_ns'] / 1e3:.2f} us per recorded input" if o.get("per_input_ns") else ""
     how = "measured on this machine by daydream.calibrate.profiler_overhead"
-    if fitted is not None and fitted.fit_note:
-        how += "; " + fitted.fit_note
-    elif fitted is not None and fitted.plain_step_ms is not None:
-        how += (f"; fitted to the {fitted.plain_step_ms:.3f} ms step timed without the profiler: costs "
-                f"x{fitted.scale:.2f}, then CPU time x{fitted.cpu_factor:.3f}")
+    if fitted is not None and fitted.fit_text():
+        how += "; " + fitted.fit_text()
     return [f"profiler overhead removed: {o['removed_ms'] / iterations:.3f} ms per iteration "
             f"({o['records'] / iterations:.0f} records at {(o['begin_ns'] + o['end_ns']) / 1e3:.2f} us{shapes}, "
             f"module hooks {o['module_hook_ns'] / 1e3:.2f} us, gradient hooks {o['grad_hook_ns'] / 1e3:.2f} us; "
