@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import logging
 import os
-import statistics
 from dataclasses import asdict, dataclass, field
 from typing import Any, Dict, List, Optional, Union
 
@@ -183,6 +182,8 @@ class JobReplayResult:
 
     @property
     def median_error_pct(self) -> float:
+        import statistics  # noqa: PLC0415 - only jobs need it; `daydream replay FILE` starts sooner
+
         errors = [abs(it.error_pct) for r in self.ranks for it in r.iterations]
         return statistics.median(errors) if errors else 0.0
 

@@ -19,7 +19,6 @@ import sys
 from typing import Any, Dict, List, NoReturn, Optional, Sequence
 
 from . import __version__, api
-from . import prediction as predict_mod
 from ._core import DaydreamError
 
 EXIT_BAD_INPUT = 2
@@ -141,7 +140,9 @@ def _cmd_replay(args: argparse.Namespace) -> int:
 
 
 def _cmd_predict(args: argparse.Namespace) -> int:
-    pred = predict_mod.predict(args.trace, args.opt)
+    from . import prediction  # noqa: PLC0415 - `daydream replay` and `info` start sooner without it
+
+    pred = prediction.predict(args.trace, args.opt)
     if args.timeline:
         pred.timeline(args.timeline)
     if args.json:
@@ -159,7 +160,9 @@ def _cmd_predict(args: argparse.Namespace) -> int:
 
 
 def _cmd_passes(args: argparse.Namespace) -> int:
-    items = predict_mod.passes()
+    from . import prediction  # noqa: PLC0415
+
+    items = prediction.passes()
     if args.json:
         json.dump(items, sys.stdout, indent=1)
         print()
