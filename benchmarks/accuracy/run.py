@@ -69,8 +69,11 @@ TARGET_MEDIAN, TARGET_MAX = 5.0, 15.0
 # Second predictions some rows carry, for comparison (same carry-over):
 # tensor_fusion with the pass's default network, amp with one GEMM ratio, the
 # communication passes with collectives beside compute (comm_cpu_share=0, no
-# buffer broadcast: their model before the CPU share was measured).
-ALTERNATIVE_PREDICTIONS = ("prediction_trace_fit", "prediction_gemm_ratio", "prediction_beside_compute")
+# buffer broadcast: their model before the CPU share was measured), and
+# fused_optimizer with its operator and bandwidth model instead of the
+# measured step factor.
+ALTERNATIVE_PREDICTIONS = ("prediction_trace_fit", "prediction_gemm_ratio", "prediction_beside_compute",
+                           "prediction_op_model")
 MIB = 1024 * 1024
 
 
@@ -145,6 +148,16 @@ def capture(step: Callable[[], None], model: Any, optimizer: Any, active: int) -
             step()
             prof.step()
     return prof
+
+
+def opt_value(prediction: Dict[str, Any], key: str) -> Optional[str]:
+    """An option of a prediction's first pass as daydream.predict ran it
+    (calibrated options included)."""
+    for kv in prediction["opts"][0].partition(":")[2].split(","):
+        k, _, v = kv.partition("=")
+        if k == key:
+            return v
+    return None
 
 
 def predict(prof: Any, opt: str, options: Dict[str, Any]) -> Dict[str, Any]:
@@ -240,6 +253,10 @@ def single_process(exp: str, name: str, a: argparse.Namespace) -> Dict[str, Any]
         from daydream.calibrate import amp_cpu_ratio  # noqa: PLC0415
 
         out["prediction_gemm_ratio"] = predict(prof, pass_opt, {"cpu_gemm_factor": round(amp_cpu_ratio(), 4)})
+    if exp == "fused_optimizer":
+        # The pass's model without the optimizer (a trace file): operator
+        # costs plus bytes at the bandwidth the unfused ops reached.
+        out["prediction_op_model"] = predict(prof, pass_opt, {"cpu_step_factor": 0})
     out["config"] = extra
     return out
 
@@ -509,13 +526,21 @@ def table(rows: List[Dict[str, Any]], meta: Dict[str, Any]) -> str:
                             if r.get("two_plain_processes") else ""))
     if extra:
         lines += ["", "Two-process runs:", ""] + extra
-    amp = [r for r in rows if r.get("prediction_gemm_ratio") and "skipped" not in r]
-    if amp:
-        lines += ["", "amp with one bf16/fp32 GEMM ratio for every op (`cpu_gemm_factor` from "
-                  "`daydream.calibrate.amp_cpu_ratio`, the pass's fallback) instead of the per-op factors:", ""]
-        lines += [f"- {r['model']}: cpu_gemm_factor {r['prediction_gemm_ratio']['options']['cpu_gemm_factor']:.3f}, "
-                  f"predicted {r['prediction_gemm_ratio']['predicted_ms']:.3f} ms "
-                  f"({r['prediction_gemm_ratio']['error_pct']:+.1f}%)" for r in amp]
+    alternatives = [
+        ("prediction_gemm_ratio", "amp with one bf16/fp32 GEMM ratio for every op (`cpu_gemm_factor` from "
+         "`daydream.calibrate.amp_cpu_ratio`, the pass's fallback) instead of the per-op factors:",
+         lambda r: f"cpu_gemm_factor {r['prediction_gemm_ratio']['options']['cpu_gemm_factor']:.3f}"),
+        ("prediction_op_model", "fused_optimizer with the pass's operator and bandwidth model (what it uses without "
+         "the optimizer, from a trace file) instead of the measured step factor:",
+         lambda r: f"instead of cpu_step_factor {opt_value(r['prediction'], 'cpu_step_factor') or 'not measured'} "
+                   f"({r['predicted_ms']:.3f} ms, {r['error_pct']:+.1f}%)"),
+    ]
+    for key, heading, what in alternatives:
+        alt = [r for r in rows if r.get(key) and "skipped" not in r]
+        if alt:
+            lines += ["", heading, ""]
+            lines += [f"- {r['model']}: {what(r)}, predicted {r[key]['predicted_ms']:.3f} ms "
+                      f"({r[key]['error_pct']:+.1f}%)" for r in alt]
     s = meta["summary"]
     lines.append("")
     if s["count"]:

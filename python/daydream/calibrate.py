@@ -313,6 +313,61 @@ def format_op_factors(factors: Dict[int, float]) -> str:
     return ";".join(f"{event}={factor:.4g}" for event, factor in sorted(factors.items()))
 
 
+# Optimizer settings that pick its implementation, not its arithmetic.
+_OPTIMIZER_IMPL_KEYS = ("foreach", "fused", "capturable", "differentiable")
+
+
+def fused_optimizer_cpu_factor(optimizer: Any, repeats: int = 30) -> float:
+    """Fused / unfused time of one ``optimizer.step()`` on this CPU, the
+    ``fused_optimizer`` pass's ``cpu_step_factor``.
+
+    Two fresh optimizers of ``optimizer``'s class, with its parameter groups'
+    hyperparameters, each over its own copies of the parameters (same shapes
+    and dtypes, small random values and gradients): one set up as
+    ``optimizer`` is (its ``foreach`` and ``fused``), one with ``fused=True``.
+    They step in turn (:func:`_paired_median_times`), so a slower or busier
+    moment hits both. The ratio carries over to the recorded step the way
+    :func:`amp_cpu_op_factors` does: the step's own Python loop and per-op
+    dispatch are in both timings.
+
+    Raises DaydreamError when ``optimizer`` has no CPU parameters or its
+    class has no fused CPU step here.
+
+    Example::
+
+        factor = daydream.calibrate.fused_optimizer_cpu_factor(torch.optim.Adam(model.parameters()))
+    """
+    torch = _torch()
+    cls = type(optimizer)
+    groups = [g for g in getattr(optimizer, "param_groups", []) if g.get("params")]
+    if not groups or any(p.device.type != "cpu" for g in groups for p in g["params"]):
+        raise DaydreamError(f"fused_optimizer_cpu_factor: {cls.__name__} has no parameters, or some are not on "
+                            "the CPU")
+    generator = torch.Generator().manual_seed(0)
+
+    def copies() -> List[Dict[str, Any]]:
+        out = []
+        for g in groups:
+            params = []
+            for p in g["params"]:
+                q = torch.nn.Parameter(0.01 * torch.randn(p.shape, generator=generator).to(p.dtype))
+                q.grad = 0.01 * torch.randn(p.shape, generator=generator).to(p.dtype)
+                params.append(q)
+            out.append({**{k: v for k, v in g.items() if k != "params" and k not in _OPTIMIZER_IMPL_KEYS},
+                        "params": params})
+        return out
+
+    defaults = getattr(optimizer, "defaults", {})
+    try:
+        recorded = cls(copies(), foreach=defaults.get("foreach"), fused=defaults.get("fused"))
+        fused = cls(copies(), fused=True)
+    except (TypeError, RuntimeError, ValueError) as e:
+        raise DaydreamError(f"fused_optimizer_cpu_factor: {cls.__name__} cannot be built with fused=True on the "
+                            f"CPU here: {e}") from e
+    unfused_s, fused_s = _paired_median_times([recorded.step, fused.step], repeats)
+    return fused_s / unfused_s
+
+
 @dataclasses.dataclass
 class NetworkCalibration:
     """A network measured with real all-reduces, read as the ring model's

@@ -227,15 +227,39 @@ def _buffer_broadcast(model: Any, given: Dict[str, str]) -> Optional[str]:
             "(broadcast_buffers=True; pass buffer_bytes=0 for broadcast_buffers=False)")
 
 
-def _calibrate(graph: Graph, requests: List[Tuple[str, Dict[str, str]]], model: Any = None) -> List[str]:
+def _fused_cpu_step(optimizer: Any, given: Dict[str, str]) -> Optional[str]:
+    """fused_optimizer on a CPU-only graph whose optimizer is known: the
+    fused / unfused step time measured on this CPU at its parameters' shapes."""
+    from . import calibrate  # noqa: PLC0415 - needs torch
+
+    if getattr(optimizer, "defaults", {}).get("fused"):
+        return None  # already fused: the pass says so
+    try:
+        factor = calibrate.fused_optimizer_cpu_factor(optimizer)
+    except DaydreamError as e:
+        return f"fused_optimizer: no measured step factor ({e}); the pass's operator and bandwidth model is used"
+    given["cpu_step_factor"] = f"{factor:.4f}"
+    n = sum(len(g["params"]) for g in optimizer.param_groups)
+    return (f"fused_optimizer: {type(optimizer).__name__}(fused=True) steps its {n} parameters (their shapes, "
+            f"fresh values) in {factor:.2f}x the time of the recorded configuration on this CPU "
+            "(daydream.calibrate.fused_optimizer_cpu_factor)")
+
+
+def _calibrate(graph: Graph, requests: List[Tuple[str, Dict[str, str]]], model: Any = None,
+               optimizer: Any = None) -> List[str]:
     """Fills in what must be measured on this machine or read from the model:
-    amp on a CPU-only graph gets the CPU's measured bf16/fp32 factors;
+    amp on a CPU-only graph gets the CPU's measured bf16/fp32 factors,
+    fused_optimizer on one the fused/unfused step ratio of a known optimizer;
     data_parallel of a known model the bytes of buffers DDP broadcasts."""
     notes = []
     cpu_only = all(r["kind"] != "gpu_stream" for r in graph.resources())
     for name, given in requests:
         if name == "amp" and cpu_only and "cpu_gemm_factor" not in given and "cpu_op_factors" not in given:
             notes.append(_calibrate_amp_cpu(graph, given))
+        if name == "fused_optimizer" and cpu_only and optimizer is not None and "cpu_step_factor" not in given:
+            note = _fused_cpu_step(optimizer, given)
+            if note:
+                notes.append(note)
         if name == "data_parallel" and model is not None and "buffer_bytes" not in given:
             note = _buffer_broadcast(model, given)
             if note:
@@ -303,8 +327,8 @@ def predict(
     recorded = _baseline(subject, inputs, target, loss_fn, optimizer, warmup, active)
     graph = recorded if isinstance(recorded, Graph) else recorded.graph
     model = subject if _is_module(subject) else getattr(recorded, "model", None)
-    calibration_notes = _overhead_notes(graph, getattr(recorded, "overhead", None)) + _calibrate(graph, requests,
-                                                                                                 model)
+    calibration_notes = _overhead_notes(graph, getattr(recorded, "overhead", None)) + _calibrate(
+        graph, requests, model, getattr(recorded, "optimizer", None))
     result = _core.predict(graph, requests)
     labels = [name + (":" + ",".join(f"{k}={v}" for k, v in given.items()) if given else "")
               for name, given in requests]

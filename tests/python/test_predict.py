@@ -127,18 +127,23 @@ def test_prediction_renders_as_text_and_html(graph: daydream.Graph) -> None:
     assert "<table>" in pred._repr_html_()
 
 
-def test_predict_from_a_trace_path_and_a_profiler(example_trace: Path) -> None:
-    assert daydream.predict(str(example_trace), opt="scale:cpu=0.5,gpu=0.5").speedup > 1.5
-    model = build("mlp")
+def _profiled(model: nn.Module, opt: torch.optim.Optimizer, with_optimizer: bool = True) -> daydream.Profiler:
+    """Two recorded training steps of the MLP ``model`` (its test batch)."""
     inputs, target = batch_for("mlp")
-    opt = torch.optim.SGD(model.parameters(), lr=0.01)
-    prof = daydream.Profiler(wait=0, warmup=1, active=2, model=model)
+    prof = daydream.Profiler(wait=0, warmup=1, active=2, model=model, optimizer=opt if with_optimizer else None)
     with prof:
         for _ in range(3):
             opt.zero_grad()
             nn.functional.cross_entropy(model(inputs), target).backward()
             opt.step()
             prof.step()
+    return prof
+
+
+def test_predict_from_a_trace_path_and_a_profiler(example_trace: Path) -> None:
+    assert daydream.predict(str(example_trace), opt="scale:cpu=0.5,gpu=0.5").speedup > 1.5
+    model = build("mlp")
+    prof = _profiled(model, torch.optim.SGD(model.parameters(), lr=0.01), with_optimizer=False)
     pred = daydream.predict(prof, opt="data_parallel:world_size=2")
     assert pred.predicted_ms >= pred.replayed_ms
 
@@ -167,6 +172,37 @@ def test_data_parallel_of_a_model_broadcasts_its_buffers_before_every_forward(na
         pred = daydream.predict(model, opt="data_parallel", inputs=inputs, target=target,
                                 loss_fn=nn.CrossEntropyLoss(), warmup=1, active=2, world_size=2, buffer_bytes=0)
         assert "buffer_bytes=0" in pred.opts[0] and not any("DDP broadcasts" in n for n in pred.notes)
+
+
+def test_fused_optimizer_cpu_factor_times_both_steps_at_the_optimizers_shapes() -> None:
+    from daydream import calibrate
+
+    model = build("transformer")
+    factor = calibrate.fused_optimizer_cpu_factor(torch.optim.Adam(model.parameters(), foreach=False))
+    # One fused kernel per tensor instead of a Python loop of ~10 ops per parameter.
+    assert 0 < factor < 1
+    with pytest.raises(daydream.DaydreamError, match="LBFGS cannot be built with fused=True"):
+        calibrate.fused_optimizer_cpu_factor(torch.optim.LBFGS(model.parameters()))
+    with pytest.raises(daydream.DaydreamError, match="has no parameters"):
+        calibrate.fused_optimizer_cpu_factor(object())
+
+
+def test_fused_optimizer_of_a_known_optimizer_takes_its_measured_step_factor() -> None:
+    model = build("mlp")
+    prof = _profiled(model, torch.optim.Adam(model.parameters(), foreach=False))
+    pred = daydream.predict(prof, opt="fused_optimizer")
+    assert "cpu_step_factor=" in pred.opts[0]
+    assert any("Adam(fused=True) steps its 6 parameters" in n for n in pred.notes), pred.notes
+    assert any("x the unfused step (cpu_step_factor" in n for n in pred.notes), pred.notes
+    assert pred.predicted_ms < pred.replayed_ms
+    # A given factor wins; 1 keeps the (median) step's time.
+    same = daydream.predict(prof, opt="fused_optimizer:cpu_step_factor=1")
+    assert same.opts == ["fused_optimizer:cpu_step_factor=1"]
+    assert any("= 1 x the unfused step" in n for n in same.notes), same.notes
+    assert same.predicted_ms > pred.predicted_ms
+    # Without the optimizer (a trace file) the operator and bandwidth model stays.
+    from_file = daydream.predict(prof.trace_path, opt="fused_optimizer")
+    assert "cpu_step_factor" not in from_file.opts[0]
 
 
 def test_predict_from_a_model_needs_inputs() -> None:

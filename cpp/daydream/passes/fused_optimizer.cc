@@ -315,6 +315,12 @@ CpuEstimate EstimateCpuStep(const Graph& g, const std::vector<Step>& steps, cons
   const TimeNs op_cost = MedianOf(op_costs);
   const int64_t params = MedianOf(param_counts);
   e.unfused_ns = MedianOf(step_ns);
+  if (const double factor = o.Double("cpu_step_factor"); factor > 0) {
+    e.fused_ns = RoundNs(factor * static_cast<double>(e.unfused_ns));
+    e.how = StrCat(Us(static_cast<double>(e.fused_ns)), " = ", factor,
+                   " x the unfused step (cpu_step_factor: fused / unfused step time measured on this CPU)");
+    return e;
+  }
   const double fixed = (1.0 + o.Double("cpu_ops_per_param") * static_cast<double>(params)) * static_cast<double>(op_cost);
   double moving = 0;
   const double user_bw = o.Double("cpu_bandwidth_gbps");
@@ -346,7 +352,7 @@ class FusedOptimizerPass : public Pass {
 
  protected:
   absl::StatusOr<bool> RunImpl(Graph& graph, PassContext& context) override {
-    for (const char* k : {"kernel_factor", "cpu_ops_per_param", "cpu_bandwidth_gbps"}) {
+    for (const char* k : {"kernel_factor", "cpu_ops_per_param", "cpu_bandwidth_gbps", "cpu_step_factor"}) {
       if (o_.Double(k) < 0) return absl::InvalidArgumentError(StrCat("fused_optimizer: ", k, " must be >= 0"));
     }
     const OptimizerModel* chosen = nullptr;
@@ -514,7 +520,10 @@ PassInfo FusedOptimizerPassInfo() {
       "every parameter's step counter) plus the bytes the fused step touches (Adam/AdamW 7, SGD with momentum "
       "5, Adagrad/RMSprop 5, plain SGD 3 times the parameter bytes, from the gradient tensors) at the bandwidth the unfused "
       "in-place operators (lerp_, addcmul_, addcdiv_, mul_, add_) achieved, or at cpu_bandwidth_gbps; without "
-      "parameter sizes, 7/18 (Adam) of the unfused step's size-dependent time. The optimizer is detected from "
+      "parameter sizes, 7/18 (Adam) of the unfused step's size-dependent time. With cpu_step_factor (a measured "
+      "fused / unfused ratio of whole optimizer steps on this CPU at the same parameter shapes, which "
+      "daydream.predict fills in when it has the optimizer) the fused operator is that factor times the unfused "
+      "step instead. The optimizer is detected from "
       "its operators (lerp_: Adam; addcdiv_: Adagrad/RMSprop; mul_: SGD with momentum; else SGD) or set with "
       "optimizer. A step that is already fused (aten::_fused_adam_, FusedAdam or multi_tensor_apply "
       "AdamFunctor kernels; on CPU-only graphs, a step whose operators only move scalars, as torch's "
@@ -529,6 +538,10 @@ PassInfo FusedOptimizerPassInfo() {
        "framework operations per parameter the fused CPU step keeps (CPU-only graphs)"},
       {"cpu_bandwidth_gbps", OptionType::kDouble, "0",
        "memory bandwidth of the fused CPU step in GB/s (0: what the unfused in-place operators achieved)"},
+      {"cpu_step_factor", OptionType::kDouble, "0",
+       "fused / unfused CPU step time, measured (daydream.predict measures it with "
+       "daydream.calibrate.fused_optimizer_cpu_factor when it has the optimizer); 0: the operator and bandwidth "
+       "model (CPU-only graphs)"},
   };
   info.create = [](const PassOptions& o) -> absl::StatusOr<std::unique_ptr<Pass>> {
     return std::unique_ptr<Pass>(new FusedOptimizerPass(o));

@@ -371,6 +371,25 @@ TEST_CASE("fused_optimizer takes a CPU bandwidth and an optimizer from its optio
   }
 }
 
+TEST_CASE("fused_optimizer times a CPU step as cpu_step_factor x the unfused step when it is given",
+          "[fused_optimizer]") {
+  for (const bool with_gradients : {true, false}) {  // the measured factor needs no parameter sizes
+    TrainingGraph t = CpuAdamGraph(with_gradients);
+    t.Finish();
+    const TimeNs unfused = UnfusedStepNs(t.g);
+    PassContext context;
+    REQUIRE(RunFusedOk(t.g, context, {{"cpu_step_factor", "0.375"}}));
+    CHECK(FusedCpuOpNs(t.g) == static_cast<TimeNs>(std::llround(0.375 * static_cast<double>(unfused))));
+    CHECK(AnyNoteContains(context, "= 0.375 x the unfused step (cpu_step_factor"));
+  }
+  TrainingGraph t = CpuAdamGraph(/*with_gradients=*/true);
+  t.Finish();
+  PassContext context;
+  const absl::StatusOr<bool> r = RunFused(t.g, context, {{"cpu_step_factor", "-0.5"}});
+  REQUIRE_FALSE(r.ok());
+  CHECK(std::string(r.status().message()) == "fused_optimizer: cpu_step_factor must be >= 0");
+}
+
 TEST_CASE("fused_optimizer without parameter sizes scales the step's size-dependent time by 7/18",
           "[fused_optimizer]") {
   TrainingGraph t = CpuAdamGraph(/*with_gradients=*/false);
