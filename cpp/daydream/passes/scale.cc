@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "absl/status/status.h"
@@ -35,6 +36,16 @@ class ScalePass : public Pass {
     } else if (o_.IsSet("factor")) {
       return absl::InvalidArgumentError("scale: factor= applies to pattern=; set pattern too");
     }
+    std::optional<Phase> only_phase;
+    if (const std::string& phase = o_.String("phase"); !phase.empty()) {
+      std::string names;
+      for (int p = 0; p < kNumPhases; ++p) {
+        const std::string_view name = PhaseName(static_cast<Phase>(p));
+        if (name == phase) only_phase = static_cast<Phase>(p);
+        StrAppend(&names, names.empty() ? "" : ", ", name);
+      }
+      if (!only_phase) return absl::InvalidArgumentError(StrCat("scale: unknown phase '", phase, "' (", names, ")"));
+    }
     GraphEditor editor(graph);
     int64_t scaled = 0;
     auto apply = [&](int32_t t, double f) {
@@ -50,6 +61,7 @@ class ScalePass : public Pass {
     for (size_t i = 0; i < graph.tasks.size(); ++i) {
       const auto t = static_cast<int32_t>(i);
       Task& task = graph.tasks[i];
+      if (only_phase && task.phase != *only_phase) continue;
       if (in_pattern[i]) {
         apply(t, factor);
         continue;
@@ -102,6 +114,8 @@ PassInfo ScalePassInfo() {
       {"copy", OptionType::kDouble, "1", "time factor for GPU copies and memsets"},
       {"pattern", OptionType::kString, "", "regex on task names selecting tasks for factor"},
       {"factor", OptionType::kDouble, "1", "time factor for tasks matching pattern"},
+      {"phase", OptionType::kString, "",
+       "scale only tasks of this phase (forward, backward, optimizer, ...; empty: every phase)"},
   };
   info.create = [](const PassOptions& o) -> absl::StatusOr<std::unique_ptr<Pass>> {
     return std::unique_ptr<Pass>(new ScalePass(o));

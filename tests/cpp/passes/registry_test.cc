@@ -208,5 +208,5 @@ TEST_CASE("the communication passes declare the options their docs promise", "[r
   CHECK(option_names(*FindPass("data_parallel")) == data_parallel);
   CHECK(option_names(*FindPass("tensor_fusion")) == comm);
   CHECK(option_names(*FindPass("scale")) ==
-        std::set<std::string>{"gpu", "cpu", "comm", "copy", "pattern", "factor"});
+        std::set<std::string>{"gpu", "cpu", "comm", "copy", "pattern", "factor", "phase"});
 }

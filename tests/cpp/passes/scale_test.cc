@@ -201,6 +201,22 @@ TEST_CASE("scale applies factor to the tasks a pattern matches, instead of their
   CHECK_THAT(context.notes[0], Catch::Contains("3 task durations scaled"));
 }
 
+TEST_CASE("scale with a phase scales only that phase's tasks", "[scale]") {
+  Fixture f;
+  f.g.tasks[static_cast<size_t>(f.op)].phase = Phase::kOptimizer;
+  f.g.tasks[static_cast<size_t>(f.launch)].phase = Phase::kBackward;
+  CHECK(ScaleOk({{"cpu", "0.5"}, {"phase", "optimizer"}}, f.g));
+  CHECK(f.Duration(f.op) == 100);
+  CHECK(f.Gap(f.op) == 3);
+  CHECK(f.Duration(f.launch) == 100);  // backward
+  CHECK(f.Gap(f.launch) == 4);
+  CHECK(f.Duration(f.sync) == 10);  // no phase
+  const absl::StatusOr<bool> r = RunScale({{"cpu", "0.5"}, {"phase", "warmup"}}, f.g);
+  REQUIRE_FALSE(r.ok());
+  CHECK(std::string(r.status().message()) ==
+        "scale: unknown phase 'warmup' (unspecified, forward, backward, optimizer, data, comm, other)");
+}
+
 TEST_CASE("scale refuses a factor without a pattern, a pattern that matches nothing and bad values", "[scale]") {
   Fixture f;
   const Graph before = f.g;
