@@ -177,7 +177,7 @@ def predict(prof: Any, opt: str, options: Dict[str, Any]) -> Dict[str, Any]:
         "predict_s": time.perf_counter() - t0,
         "overhead_fit": {k: getattr(prof.overhead, k, None)
                          for k in ("scale", "cpu_factor", "plain_step_ms", "unscaled_replayed_ms", "fitted_replayed_ms",
-                                  "fit_note")},
+                                  "fit_note", "plain_optimizer_ms", "optimizer_cpu_factor")},
     }
 
 

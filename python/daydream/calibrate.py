@@ -615,6 +615,11 @@ class ProfilerOverhead:
     fitted_replayed_ms: Optional[float] = None
     #: Why the fit was not made, when it was not ("" otherwise).
     fit_note: str = ""
+    #: The time inside optimizer.step() measured without the profiler, and the
+    #: factor on the optimizer phase's CPU tasks and gaps fitted to it
+    #: (instead of ``cpu_factor``); None when the step was not timed apart.
+    plain_optimizer_ms: Optional[float] = None
+    optimizer_cpu_factor: Optional[float] = None
 
     @property
     def begin_ns(self) -> int:
@@ -646,23 +651,63 @@ class ProfilerOverhead:
         (``fit_note`` when they were not); "" when there was no such step."""
         if self.plain_step_ms is None:
             return ""
-        return self.fit_note or (f"fitted to the {self.plain_step_ms:.3f} ms step timed without the profiler: "
-                                 f"costs x{self.scale:.2f}, then CPU time x{self.cpu_factor:.3f}")
+        if self.fit_note:
+            return self.fit_note
+        text = (f"fitted to the {self.plain_step_ms:.3f} ms step timed without the profiler: "
+                f"costs x{self.scale:.2f}, then CPU time x{self.cpu_factor:.3f}")
+        if self.optimizer_cpu_factor is not None:
+            text += (f", the optimizer step's x{self.optimizer_cpu_factor:.3f} (fitted to the "
+                     f"{self.plain_optimizer_ms:.3f} ms it took apart)")
+        return text
 
 
 #: The smallest factor fit_profiler_overhead gives the remaining CPU time.
 MIN_CPU_FACTOR = 0.25
 
 
+#: The largest factor fit_profiler_overhead gives a phase's CPU time.
+MAX_CPU_FACTOR = 4.0
+
+
 def remove_profiler_overhead(trace: Any, graph: Graph, overhead: ProfilerOverhead) -> Graph:
     """``graph`` (fresh from ``build_graph(trace)``) with ``overhead``'s costs
     removed in place (scaled by its ``scale``), then, when its ``cpu_factor``
-    is below 1, a copy with every CPU task and gap scaled by it (the
-    ``scale`` pass)."""
+    (or ``optimizer_cpu_factor``) is not 1, a copy with every CPU task and
+    gap scaled by it (the optimizer phase's by ``optimizer_cpu_factor``;
+    the ``scale`` pass)."""
     _core.remove_profiler_overhead(trace, graph, **overhead.options())
-    if overhead.cpu_factor == 1.0:
+    passes: List[Tuple[str, Dict[str, str]]] = []
+    if overhead.cpu_factor != 1.0:
+        passes.append(("scale", {"cpu": repr(overhead.cpu_factor)}))
+    if overhead.optimizer_cpu_factor is not None and overhead.optimizer_cpu_factor != overhead.cpu_factor:
+        passes.append(("scale", {"cpu": repr(overhead.optimizer_cpu_factor / overhead.cpu_factor),
+                                 "phase": "optimizer"}))
+    if not passes:
         return graph
-    return _core.predict(graph, [("scale", {"cpu": repr(overhead.cpu_factor)})]).predicted_graph
+    return _core.predict(graph, passes).predicted_graph
+
+
+def phase_cpu_ms(graph: Graph, phase: str) -> float:
+    """Median over ``graph``'s iterations of the CPU time its ``phase``
+    tasks take: their durations on CPU threads, and the framework gaps
+    between two tasks of the phase (not the lead-in before the first of a
+    run); 0 when no iteration has any."""
+    cpu = {i for i, r in enumerate(graph.resources()) if r["kind"] == "cpu_thread"}
+    by_resource: Dict[int, List[Dict[str, Any]]] = {}
+    for i in range(graph.num_tasks):
+        t = graph.task(i)
+        if t["resource"] in cpu:
+            by_resource.setdefault(t["resource"], []).append(t)
+    per_iteration: Dict[int, float] = {}
+    for tasks in by_resource.values():
+        tasks.sort(key=lambda t: t["recorded_start_ns"])
+        previous = ""
+        for t in tasks:
+            if t["phase"] == phase and t["iteration"] >= 0:
+                ns = t["duration_ns"] + (t["gap_ns"] if previous == phase else 0)
+                per_iteration[t["iteration"]] = per_iteration.get(t["iteration"], 0.0) + ns / 1e6
+            previous = t["phase"]
+    return statistics.median(per_iteration.values()) if per_iteration else 0.0
 
 
 def _bisect(f: Callable[[float], float], lo: float, hi: float, target: float) -> float:
@@ -681,7 +726,7 @@ def _bisect(f: Callable[[float], float], lo: float, hi: float, target: float) ->
 
 
 def fit_profiler_overhead(trace: Any, graph: Graph, overhead: ProfilerOverhead,
-                          plain_step_ms: float) -> ProfilerOverhead:
+                          plain_step_ms: float, plain_optimizer_ms: Optional[float] = None) -> ProfilerOverhead:
     """``overhead`` fitted so that ``graph`` (fresh from ``build_graph(trace)``,
     left as it is), with it removed (:func:`remove_profiler_overhead`),
     replays its iterations in ``plain_step_ms`` (median), the step timed
@@ -697,6 +742,14 @@ def fit_profiler_overhead(trace: Any, graph: Graph, overhead: ProfilerOverhead,
     matches. When ``plain_step_ms`` is not below the profiled steps' own
     time, the machine's speed changed between the two: nothing is fitted,
     and ``fit_note`` says so.
+
+    With ``plain_optimizer_ms`` (the time inside ``optimizer.step()``
+    without the profiler) the optimizer phase gets its own factor, the one
+    that makes its CPU time (:func:`phase_cpu_ms`) that long, and the rest
+    of the CPU work the factor that then makes the step ``plain_step_ms``
+    (each within 0.25..4): what the profiler leaves behind is not spread
+    evenly over the step (an optimizer's many tiny ops lose less to it than
+    the forward and backward pass do).
 
     Example::
 
@@ -729,6 +782,15 @@ def fit_profiler_overhead(trace: Any, graph: Graph, overhead: ProfilerOverhead,
         factor = _bisect(lambda c: replayed(dataclasses.replace(overhead, cpu_factor=c)), MIN_CPU_FACTOR, 1.0,
                          plain_step_ms)
         fitted = dataclasses.replace(overhead, cpu_factor=factor)
+    if plain_optimizer_ms is not None and plain_optimizer_ms > 0:
+        removed = phase_cpu_ms(remove_profiler_overhead(trace, graph.copy(), dataclasses.replace(
+            fitted, cpu_factor=1.0)), "optimizer")
+        if removed > 0:
+            opt = min(max(plain_optimizer_ms / removed, MIN_CPU_FACTOR), MAX_CPU_FACTOR)
+            rest = _bisect(lambda c: replayed(dataclasses.replace(fitted, cpu_factor=c, optimizer_cpu_factor=opt)),
+                           MIN_CPU_FACTOR, MAX_CPU_FACTOR, plain_step_ms)
+            fitted = dataclasses.replace(fitted, cpu_factor=rest, optimizer_cpu_factor=opt,
+                                         plain_optimizer_ms=plain_optimizer_ms)
     return dataclasses.replace(fitted, plain_step_ms=plain_step_ms, unscaled_replayed_ms=unscaled,
                                fitted_replayed_ms=replayed(fitted))
 

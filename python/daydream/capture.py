@@ -127,7 +127,9 @@ class Profiler:
 
     ``model`` adds layers and gradient tensors; ``optimizer`` is accepted so
     the optimizer step can be recognized even when it is not
-    ``torch.optim.Optimizer`` (torch's own optimizers annotate themselves).
+    ``torch.optim.Optimizer`` (torch's own optimizers annotate themselves),
+    and a torch.optim optimizer's ``step()`` is timed apart in the ``wait``
+    steps (:attr:`plain_optimizer_ms`, through its step hooks).
 
     The profiler slows what it records: each recorded op costs its enter and
     exit callbacks (more with ``record_shapes``), each module forward and
@@ -140,7 +142,8 @@ class Profiler:
     measured on cheap ops and do not cover all that the profiler slows, so
     with ``wait`` steps timed the graph is then fitted to
     :attr:`plain_step_ms` (:func:`daydream.calibrate.fit_profiler_overhead`:
-    what remains is spread over the CPU work in proportion to its time);
+    what remains is spread over the CPU work in proportion to its time, the
+    optimizer step's, when timed apart, fitted to :attr:`plain_optimizer_ms`);
     :attr:`overhead` says how. The saved trace is the recording as it is.
 
     Example::
@@ -183,6 +186,12 @@ class Profiler:
         self._hooks: Optional[_ModelHooks] = None
         self._steps = 0
         self._wait_stamps: List[float] = []  # perf_counter at start() and at each wait step's end
+        # The optimizer's step() timed apart in the wait steps (its pre/post hooks).
+        self._step_hooks: List[Any] = []
+        self._step_began: Optional[float] = None
+        self._step_depth = 0  # optimizer.step() calls open (a step that raised leaves one; step() resets it)
+        self._step_s = 0.0  # inside optimizer.step() during the current wait step
+        self._optimizer_s: List[float] = []  # per wait step
 
     # -- lifecycle ----------------------------------------------------------
     def start(self) -> "Profiler":
@@ -208,7 +217,37 @@ class Profiler:
         self._wait_stamps = [time.perf_counter()]
         if self.wait == 0:
             self._install_hooks()
+        else:
+            self._time_optimizer_steps()
         return self
+
+    def _time_optimizer_steps(self) -> None:
+        """Times ``optimizer.step()`` in the wait steps (torch.optim's step
+        hooks: two clock reads a step), for :attr:`plain_optimizer_ms`."""
+        register = (getattr(self.optimizer, "register_step_pre_hook", None),
+                    getattr(self.optimizer, "register_step_post_hook", None))
+        if not all(callable(r) for r in register):
+            return
+
+        # A subclass's step() calling its base's runs the hooks once per
+        # level: the outermost pair times it.
+        def begin(*_: Any) -> None:
+            self._step_depth += 1
+            if self._step_depth == 1:
+                self._step_began = time.perf_counter()
+
+        def end(*_: Any) -> None:
+            self._step_depth -= 1
+            if self._step_depth == 0 and self._step_began is not None:
+                self._step_s += time.perf_counter() - self._step_began
+                self._step_began = None
+
+        self._step_hooks = [register[0](begin), register[1](end)]
+
+    def _untime_optimizer_steps(self) -> None:
+        for h in self._step_hooks:
+            h.remove()
+        self._step_hooks = []
 
     def _install_hooks(self) -> None:
         # Not in the wait steps: the hooks' ranges cost time even with the profiler off.
@@ -221,9 +260,13 @@ class Profiler:
             raise DaydreamError("Profiler.step() called outside `with profiler:` (or before start())")
         if self._steps < self.wait:
             self._wait_stamps.append(time.perf_counter())
+            if self._step_hooks:
+                self._optimizer_s.append(self._step_s)
+                self._step_s, self._step_depth, self._step_began = 0.0, 0, None
         self._prof.step()
         self._steps += 1
         if self._steps == self.wait:
+            self._untime_optimizer_steps()
             self._install_hooks()
 
     @property
@@ -236,6 +279,16 @@ class Profiler:
             return None
         return statistics.median(b - a for a, b in zip(stamps, stamps[1:])) * 1e3
 
+    @property
+    def plain_optimizer_ms(self) -> Optional[float]:
+        """Median time inside ``optimizer.step()`` in the ``wait`` steps
+        (given ``optimizer=`` with torch.optim's step hooks); None without
+        one, or when no wait step ran it."""
+        times = [t for t in self._optimizer_s if t > 0]
+        if not times:
+            return None
+        return statistics.median(times) * 1e3
+
     def stop(self) -> None:
         if self._prof is None:
             return
@@ -243,6 +296,7 @@ class Profiler:
             self._prof.__exit__(None, None, None)
         finally:
             self._prof = None
+            self._untime_optimizer_steps()
             if self._hooks is not None:
                 self._hooks.remove()
                 self._hooks = None
@@ -292,7 +346,8 @@ class Profiler:
                 overhead = calibrate.profiler_overhead(self.record_shapes)
                 plain = self.plain_step_ms
                 if plain is not None:
-                    overhead = calibrate.fit_profiler_overhead(trace, graph, overhead, plain)
+                    overhead = calibrate.fit_profiler_overhead(trace, graph, overhead, plain,
+                                                               self.plain_optimizer_ms)
                 self.overhead = overhead
                 graph = calibrate.remove_profiler_overhead(trace, graph, overhead)
             self._graph = graph

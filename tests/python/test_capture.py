@@ -22,7 +22,7 @@ else:
 import torch.nn as nn  # noqa: E402
 
 import daydream  # noqa: E402
-from daydream.calibrate import MIN_CPU_FACTOR  # noqa: E402
+from daydream.calibrate import MAX_CPU_FACTOR, MIN_CPU_FACTOR, phase_cpu_ms  # noqa: E402
 from models import batch_for, build, loss_for  # noqa: E402
 
 MODELS = ["mlp", "cnn", "transformer"]
@@ -120,7 +120,7 @@ def _unfitted(prof):
     from daydream import calibrate
 
     trace = daydream.load_trace(prof.trace_path)
-    measured = dataclasses.replace(prof.overhead, scale=1.0, cpu_factor=1.0)
+    measured = dataclasses.replace(prof.overhead, scale=1.0, cpu_factor=1.0, optimizer_cpu_factor=None)
     return calibrate.remove_profiler_overhead(trace, daydream.build_graph(trace), measured)
 
 
@@ -154,9 +154,15 @@ def test_profiler_graph_is_fitted_to_the_steps_timed_without_it(captured) -> Non
     assert _median_replayed(prof.graph) == pytest.approx(fitted.fitted_replayed_ms, rel=1e-9)
     assert _median_replayed(_unfitted(prof)) == pytest.approx(fitted.unscaled_replayed_ms, rel=1e-9)
     if fitted.fit_note:  # the machine's speed changed between the wait steps and the recording
-        assert fitted.scale == 1.0 and fitted.cpu_factor == 1.0
-    elif 0 < fitted.scale < 1 or MIN_CPU_FACTOR < fitted.cpu_factor < 1:
-        assert fitted.fitted_replayed_ms == pytest.approx(fitted.plain_step_ms, rel=2e-3)
+        assert fitted.scale == 1.0 and fitted.cpu_factor == 1.0 and fitted.optimizer_cpu_factor is None
+    else:
+        # The optimizer step (SGD) was timed apart and has its own factor.
+        assert fitted.plain_optimizer_ms == prof.plain_optimizer_ms > 0
+        assert MIN_CPU_FACTOR <= fitted.optimizer_cpu_factor <= MAX_CPU_FACTOR
+        if MIN_CPU_FACTOR < fitted.optimizer_cpu_factor < MAX_CPU_FACTOR:
+            assert phase_cpu_ms(prof.graph, "optimizer") == pytest.approx(fitted.plain_optimizer_ms, rel=1e-2)
+        if MIN_CPU_FACTOR < fitted.cpu_factor < MAX_CPU_FACTOR:
+            assert fitted.fitted_replayed_ms == pytest.approx(fitted.plain_step_ms, rel=2e-3)
     notes = daydream.predict(prof, opt="scale:cpu=0.5").notes
     assert any(n.startswith("profiler overhead removed") and ("not fitted" in n if fitted.fit_note else
                                                               f"fitted to the {fitted.plain_step_ms:.3f} ms step" in n)
@@ -226,6 +232,46 @@ def test_wait_steps_run_without_hooks_and_are_timed() -> None:
     assert prof.overhead is None
     _ = prof.graph
     assert prof.overhead.plain_step_ms == prof.plain_step_ms
+
+
+def test_wait_steps_time_the_optimizer_step_apart() -> None:
+    model = build("mlp")
+    inputs, target = batch_for("mlp")
+
+    class SlowSGD(torch.optim.SGD):
+        def step(self, closure=None):  # noqa: ANN001, ANN202
+            time.sleep(0.01)
+            return super().step(closure)
+
+    opt = SlowSGD(model.parameters(), lr=0.01)
+    prof = daydream.Profiler(wait=3, warmup=0, active=1, model=model, optimizer=opt)
+    with prof:
+        for i in range(4):
+            assert bool(opt._optimizer_step_pre_hooks) == (i < 3), i  # timed in the wait steps only
+            opt.zero_grad()
+            loss_for("mlp")(model(inputs), target).backward()
+            opt.step()
+            prof.step()
+    assert 10 <= prof.plain_optimizer_ms < prof.plain_step_ms
+    assert not opt._optimizer_step_pre_hooks and not opt._optimizer_step_post_hooks
+    # Without an optimizer (or one without step hooks) it is not timed.
+    plain = daydream.Profiler(wait=1, warmup=0, active=1, model=model, optimizer=object())
+    with plain:
+        for _ in range(2):
+            loss_for("mlp")(model(inputs), target).backward()
+            plain.step()
+    assert plain.plain_optimizer_ms is None and plain.plain_step_ms is not None
+
+
+def test_phase_cpu_ms_is_the_phases_tasks_and_the_gaps_between_them(captured) -> None:
+    _, _, prof = captured
+    graph = daydream.build_graph(prof.trace_path)
+    tasks = [graph.task(i) for i in range(graph.num_tasks)]
+    total = sum(t["duration_ns"] + t["gap_ns"] for t in tasks if t["phase"] == "optimizer") / 1e6
+    per_iteration = phase_cpu_ms(graph, "optimizer")
+    # Three iterations; the gaps before each run of optimizer tasks (lead-ins) are left out.
+    assert 0 < per_iteration < total / 3 + 1e-9
+    assert phase_cpu_ms(graph, "no such phase") == 0.0
 
 
 def test_without_wait_steps_nothing_is_fitted() -> None:
