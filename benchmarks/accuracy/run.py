@@ -35,7 +35,9 @@ buckets -> bucket_cap_mb=25, captured on rank 0 with its gloo all-reduces),
 op_fusion (eager -> torch.compile; skipped if it fails or compiles too slowly).
 Every process runs with ``torch.set_num_threads(--threads)`` (1: the two-rank
 runs need one core each on a two-core machine, and one thread keeps the
-timings of a busy machine steady).
+timings of a busy machine steady) and, unless ``--malloc default``, glibc's
+mmap and trim thresholds at 1 GiB (``MALLOC_ENV``: otherwise whether large
+tensors fault in fresh pages every step depends on the heap's history).
 """
 
 from __future__ import annotations
@@ -75,6 +77,14 @@ TARGET_MEDIAN, TARGET_MAX = 5.0, 15.0
 ALTERNATIVE_PREDICTIONS = ("prediction_trace_fit", "prediction_gemm_ratio", "prediction_beside_compute",
                            "prediction_op_model")
 MIB = 1024 * 1024
+# glibc serves allocations from 128 kB up with mmap until a free raises its
+# threshold, and trims the heap's top: whether a step's large tensors fault
+# in fresh zeroed pages each time depends on the heap's history, and the
+# small CNN's fp32 step then runs in 2.9-3.3 ms in one process and 4.0-4.6
+# ms in the next (docs/accuracy.md). "steady" keeps them in the heap, as
+# jemalloc/tcmalloc (PyTorch's CPU tuning guide) do.
+MALLOC_ENV = {"steady": {"MALLOC_MMAP_THRESHOLD_": str(1 << 30), "MALLOC_TRIM_THRESHOLD_": str(1 << 30)},
+              "default": {}}
 
 
 # --- shared helpers (child processes) ------------------------------------------------------
@@ -450,7 +460,8 @@ def run_one(exp: str, name: str, a: argparse.Namespace) -> Dict[str, Any]:
                "--net-repeats", str(a.net_repeats)]
         t0 = time.perf_counter()
         try:
-            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=limit, cwd=ROOT)
+            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=limit, cwd=ROOT,
+                                  env={**os.environ, **MALLOC_ENV[a.malloc]})
         except subprocess.TimeoutExpired:
             reason = (f"torch.compile and the timed steps did not finish within {limit:.0f} s"
                       if exp == "op_fusion" else f"did not finish within {limit:.0f} s")
@@ -482,7 +493,8 @@ def fmt_spread(s: Dict[str, float]) -> str:
 def table(rows: List[Dict[str, Any]], meta: Dict[str, Any]) -> str:
     lines = [
         f"Regenerate with `make accuracy` ({meta['command']}; {meta['machine']}, torch {meta['torch']}, "
-        f"{meta['threads']} thread(s) per process; {meta['rounds']} rounds x {meta['steps']} steps per configuration; "
+        f"{meta['threads']} thread(s) per process, glibc malloc {meta.get('malloc', 'default')}; "
+        f"{meta['rounds']} rounds x {meta['steps']} steps per configuration; "
         f"whole run {meta['wall_s'] / 60:.1f} min, 1-minute load average {meta['loadavg_1min']['start']:.1f} at the "
         f"start, {meta['loadavg_1min']['end']:.1f} at the end). Predicted = unprofiled baseline / predicted speed-up. "
         "Spread = 10th–90th percentile of the optimized run's step times; noise = two standard errors of the "
@@ -612,6 +624,9 @@ def main() -> int:
     ap.add_argument("--compile-limit", type=float, default=120.0, help="op_fusion: skip when torch.compile "
                     "takes longer (s)")
     ap.add_argument("--net-repeats", type=int, default=50, help="all_reduce repeats per size (network calibration)")
+    ap.add_argument("--malloc", choices=("steady", "default"), default="steady",
+                    help="glibc malloc in the experiment processes: steady (MALLOC_MMAP_THRESHOLD_ and "
+                         "MALLOC_TRIM_THRESHOLD_ at 1 GiB: large tensors stay in the heap) or glibc's default")
     ap.add_argument("--timeout", type=float, default=300.0, help="per-experiment limit (s), besides compile")
     ap.add_argument("--quick", action="store_true", help="smoke run: 2 rounds x 8 steps (files written only "
                     "when --doc/--json are given)")
@@ -687,12 +702,14 @@ def main() -> int:
                          if row.get("prediction_beside_compute") else ""), flush=True)
     wall = time.perf_counter() - t0
     cmd = "python benchmarks/accuracy/run.py" + (" --quick" if a.quick else "") + (
-        f" --steps {a.steps} --rounds {a.rounds}" if not a.quick else "")
+        f" --steps {a.steps} --rounds {a.rounds}" if not a.quick else "") + (
+        f" --malloc {a.malloc}" if a.malloc != "steady" else "")
     meta = {
         "command": f"`{cmd}`",
         "machine": f"{cpu_name()}, {os.cpu_count()} cores",
         "torch": torch.__version__,
         "threads": a.threads,
+        "malloc": a.malloc,
         "steps": a.steps,
         "rounds": a.rounds,
         "warmup": a.warmup,
