@@ -313,6 +313,61 @@ def format_op_factors(factors: Dict[int, float]) -> str:
     return ";".join(f"{event}={factor:.4g}" for event, factor in sorted(factors.items()))
 
 
+@functools.lru_cache(maxsize=None)
+def cpu_op_fixed_us(sizes: Tuple[int, ...] = (64, 1024, 4096, 16384), calls: int = 500) -> float:
+    """The fixed cost of one CPU op on this machine, in microseconds: what a
+    call costs whatever its size (dispatch, output allocation), the
+    ``batch_size`` pass's ``cpu_fixed_us``.
+
+    Six common forward/backward ops (add, relu, an in-place mul, a sum, a
+    matmul of 64 columns, a layer norm) are each timed over ``calls`` calls
+    at every size of ``sizes`` (elements), and t = c + k x size is fitted to
+    each by least squares; the result is the median c (measured once per
+    process, a fraction of a second). It includes the
+    Python binding's share of a call (a few tenths of a microsecond), which a
+    recorded op's span does not.
+
+    Example::
+
+        daydream.calibrate.cpu_op_fixed_us()   # ~1.5 on a 2-vCPU EPYC
+    """
+    torch = _torch()
+
+    def rows(n: int) -> int:
+        return max(1, n // 64)
+
+    makers: List[Callable[[int], Callable[[], Any]]] = [
+        lambda n: (lambda a=torch.rand(n), b=torch.rand(n): torch.add(a, b)),
+        lambda n: (lambda a=torch.rand(n): torch.relu(a)),
+        lambda n: (lambda a=torch.rand(n): a.mul_(1.0)),
+        lambda n: (lambda a=torch.rand(n): a.sum()),
+        lambda n: (lambda a=torch.rand(rows(n), 64), b=torch.rand(64, 64): torch.mm(a, b)),
+        lambda n: (lambda a=torch.rand(rows(n), 64), w=torch.rand(64), b=torch.rand(64):
+                   torch.nn.functional.layer_norm(a, (64,), w, b)),
+    ]
+
+    def per_call_us(fn: Callable[[], Any]) -> float:
+        for _ in range(50):
+            fn()
+        runs = []
+        for _ in range(5):
+            t0 = time.perf_counter()
+            for _ in range(calls):
+                fn()
+            runs.append((time.perf_counter() - t0) / calls * 1e6)
+        return statistics.median(runs)
+
+    intercepts = []
+    with torch.no_grad():
+        for make in makers:
+            times = [per_call_us(make(n)) for n in sizes]
+            mean_n, mean_t = statistics.fmean(sizes), statistics.fmean(times)
+            slope = (sum((n - mean_n) * (t - mean_t) for n, t in zip(sizes, times))
+                     / sum((n - mean_n) ** 2 for n in sizes))
+            intercepts.append(max(0.0, mean_t - slope * mean_n))
+    return float(statistics.median(intercepts))
+
+
 # Optimizer settings that pick its implementation, not its arithmetic.
 _OPTIMIZER_IMPL_KEYS = ("foreach", "fused", "capturable", "differentiable")
 

@@ -227,6 +227,19 @@ def _buffer_broadcast(model: Any, given: Dict[str, str]) -> Optional[str]:
             "(broadcast_buffers=True; pass buffer_bytes=0 for broadcast_buffers=False)")
 
 
+def _cpu_fixed_cost(given: Dict[str, str]) -> str:
+    """batch_size on a CPU-only graph: a CPU op's fixed cost on this machine."""
+    from . import calibrate  # noqa: PLC0415 - needs torch
+
+    try:
+        fixed = calibrate.cpu_op_fixed_us()
+    except DaydreamError as e:
+        return f"batch_size: no fixed CPU op cost measured ({e}); the cpu_saturation_us model is used"
+    given["cpu_fixed_us"] = f"{fixed:.3f}"
+    return (f"batch_size: a CPU op costs {fixed:.2f} us whatever its size on this CPU (six common ops timed at four "
+            "sizes; daydream.calibrate.cpu_op_fixed_us): only the rest grows with the batch")
+
+
 def _fused_cpu_step(optimizer: Any, given: Dict[str, str]) -> Optional[str]:
     """fused_optimizer on a CPU-only graph whose optimizer is known: the
     fused / unfused step time measured on this CPU at its parameters' shapes."""
@@ -249,13 +262,16 @@ def _calibrate(graph: Graph, requests: List[Tuple[str, Dict[str, str]]], model: 
                optimizer: Any = None) -> List[str]:
     """Fills in what must be measured on this machine or read from the model:
     amp on a CPU-only graph gets the CPU's measured bf16/fp32 factors,
-    fused_optimizer on one the fused/unfused step ratio of a known optimizer;
+    batch_size a CPU op's fixed cost, fused_optimizer the fused/unfused step
+    ratio of a known optimizer;
     data_parallel of a known model the bytes of buffers DDP broadcasts."""
     notes = []
     cpu_only = all(r["kind"] != "gpu_stream" for r in graph.resources())
     for name, given in requests:
         if name == "amp" and cpu_only and "cpu_gemm_factor" not in given and "cpu_op_factors" not in given:
             notes.append(_calibrate_amp_cpu(graph, given))
+        if name == "batch_size" and cpu_only and not {"cpu_fixed_us", "cpu_saturation_us"} & set(given):
+            notes.append(_cpu_fixed_cost(given))
         if name == "fused_optimizer" and cpu_only and optimizer is not None and "cpu_step_factor" not in given:
             note = _fused_cpu_step(optimizer, given)
             if note:

@@ -205,6 +205,25 @@ def test_fused_optimizer_of_a_known_optimizer_takes_its_measured_step_factor() -
     assert "cpu_step_factor" not in from_file.opts[0]
 
 
+def test_batch_size_on_a_cpu_graph_takes_the_measured_fixed_cost_of_an_op() -> None:
+    from daydream import calibrate
+
+    fixed = calibrate.cpu_op_fixed_us()
+    assert 0 < fixed < 20  # microseconds: dispatch and allocation, not work
+    model = build("mlp")
+    prof = _profiled(model, torch.optim.SGD(model.parameters(), lr=0.01))
+    pred = daydream.predict(prof, opt="batch_size:factor=2")
+    assert f"cpu_fixed_us={fixed:.3f}" in pred.opts[0]
+    assert any("whatever its size on this CPU" in n for n in pred.notes), pred.notes
+    assert any(f"{fixed:.2f} us of fixed cost each" in n for n in pred.notes), pred.notes
+    # Ops grow by less than the batch: only their work above the fixed cost does.
+    assert pred.replayed_ms < pred.predicted_ms < 2 * pred.replayed_ms
+    # The saturation model, when asked for, is not overridden.
+    saturation = daydream.predict(prof, opt="batch_size:factor=2,cpu_saturation_us=50")
+    assert "cpu_fixed_us" not in saturation.opts[0]
+    assert any("(saturation 50.0 us)" in n for n in saturation.notes), saturation.notes
+
+
 def test_predict_from_a_model_needs_inputs() -> None:
     with pytest.raises(daydream.DaydreamError, match="inputs="):
         daydream.predict(build("mlp"), opt="scale:cpu=0.5")

@@ -46,11 +46,12 @@ class BatchSizePass : public Pass {
       return absl::InvalidArgumentError(
           StrCat("batch_size: factor (new per-device batch / recorded batch) must be > 0, got ", factor));
     }
-    for (const char* k : {"saturation_us", "cpu_saturation_us"}) {
+    for (const char* k : {"saturation_us", "cpu_saturation_us", "cpu_fixed_us"}) {
       if (o_.Double(k) < 0) return absl::InvalidArgumentError(StrCat("batch_size: ", k, " must be >= 0"));
     }
     const auto gpu_saturation = RoundNs(o_.Double("saturation_us") * 1000.0);
     const auto cpu_saturation = RoundNs(o_.Double("cpu_saturation_us") * 1000.0);
+    const auto cpu_fixed = RoundNs(o_.Double("cpu_fixed_us") * 1000.0);
     if (factor == 1.0) {
       context.Note("batch_size: factor 1 keeps the batch; the graph is unchanged");
       return false;
@@ -79,7 +80,8 @@ class BatchSizePass : public Pass {
         f = BatchTimeFactor(task.duration_ns, factor, gpu_saturation);
       } else if (compute_phase && task.kind == TaskKind::kCpuOp && !gpu) {
         tally = &cpu_ops;
-        f = BatchTimeFactor(task.duration_ns, factor, cpu_saturation);
+        f = cpu_fixed > 0 ? FixedCostTimeFactor(task.duration_ns, factor, cpu_fixed)
+                          : BatchTimeFactor(task.duration_ns, factor, cpu_saturation);
       } else {
         continue;
       }
@@ -103,8 +105,9 @@ class BatchSizePass : public Pass {
       StrAppend(&note, Describe(kernels, "forward/backward kernels"), " (saturation ",
                 Fixed(o_.Double("saturation_us"), 1), " us)");
     } else {
-      StrAppend(&note, Describe(cpu_ops, "forward/backward CPU ops"), " (saturation ",
-                Fixed(o_.Double("cpu_saturation_us"), 1), " us)");
+      StrAppend(&note, Describe(cpu_ops, "forward/backward CPU ops"),
+                cpu_fixed > 0 ? StrCat(" (", Fixed(o_.Double("cpu_fixed_us"), 2), " us of fixed cost each)")
+                              : StrCat(" (saturation ", Fixed(o_.Double("cpu_saturation_us"), 1), " us)"));
     }
     StrAppend(&note, ", ", Describe(inputs, "data-phase tasks and host-to-device copies"), "; ",
               gpu ? "CPU ops, " : "", "launches, optimizer, communication and framework gaps unchanged; memory use "
@@ -131,6 +134,11 @@ double BatchTimeFactor(TimeNs duration_ns, double factor, TimeNs saturation_ns) 
   return 1.0 + (factor - 1.0) * utilization;
 }
 
+double FixedCostTimeFactor(TimeNs duration_ns, double factor, TimeNs fixed_ns) {
+  if (duration_ns <= fixed_ns || duration_ns <= 0) return 1.0;
+  return 1.0 + (factor - 1.0) * (1.0 - static_cast<double>(fixed_ns) / static_cast<double>(duration_ns));
+}
+
 PassInfo BatchSizePassInfo() {
   PassInfo info;
   info.name = "batch_size";
@@ -139,7 +147,9 @@ PassInfo BatchSizePassInfo() {
       "factor = new per-device batch / recorded batch. The compute of the forward and backward phases (GPU "
       "kernels; on CPU-only graphs, CPU ops) scales with the work, but a short task does not fill the device, "
       "so its time is mostly fixed: t' = t * (1 + (factor - 1) * u), u = min(1, t / saturation) with "
-      "saturation_us for kernels and cpu_saturation_us for CPU ops. On GPU graphs the CPU ops are the "
+      "saturation_us for kernels and cpu_saturation_us for CPU ops; or, with cpu_fixed_us (a CPU op's fixed "
+      "cost, which daydream.predict measures on this CPU), t' = c + factor * (t - c) for a CPU op of t > c: "
+      "only its work above the fixed cost grows. On GPU graphs the CPU ops are the "
       "framework's dispatch (allocation, views) and stay. Data-phase tasks (loading and preparing the batch) and host-to-device "
       "copies scale by factor. Launch and runtime calls, synchronization, the optimizer step, communication, "
       "device-to-device copies and memsets, and the framework time between CPU ops are unchanged; whether the "
@@ -151,6 +161,9 @@ PassInfo BatchSizePassInfo() {
        "kernel time in microseconds from which a kernel fills the GPU and scales fully"},
       {"cpu_saturation_us", OptionType::kDouble, "50",
        "CPU op time in microseconds from which an op scales fully"},
+      {"cpu_fixed_us", OptionType::kDouble, "0",
+       "fixed cost of a CPU op in microseconds, which does not grow with the batch (daydream.predict measures "
+       "it with daydream.calibrate.cpu_op_fixed_us); 0: the cpu_saturation_us model"},
   };
   info.create = [](const PassOptions& o) -> absl::StatusOr<std::unique_ptr<Pass>> {
     return std::unique_ptr<Pass>(new BatchSizePass(o));

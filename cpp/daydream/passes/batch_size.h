@@ -16,6 +16,11 @@ namespace daydream {
 // scales fully.
 double BatchTimeFactor(TimeNs duration_ns, double factor, TimeNs saturation_ns);
 
+// How a CPU op of `duration_ns`, `fixed_ns` of which is fixed cost (dispatch,
+// allocation), scales when its work grows by `factor`: only the part above
+// the fixed cost grows, t' = fixed + factor * (t - fixed); 1 for t <= fixed.
+double FixedCostTimeFactor(TimeNs duration_ns, double factor, TimeNs fixed_ns);
+
 PassInfo BatchSizePassInfo();
 
 }  // namespace daydream

@@ -123,6 +123,31 @@ TEST_CASE("batch_size on a CPU-only graph scales the forward and backward ops by
   }
 }
 
+TEST_CASE("batch_size fixed-cost factor grows only the work above the fixed cost", "[batch_size]") {
+  CHECK(FixedCostTimeFactor(10 * kUs, 2.0, 2 * kUs) == Approx(1.8));  // 2 + 2 x 8 = 18 us
+  CHECK(FixedCostTimeFactor(2 * kUs, 2.0, 2 * kUs) == 1.0);            // all fixed
+  CHECK(FixedCostTimeFactor(1 * kUs, 4.0, 2 * kUs) == 1.0);
+  CHECK(FixedCostTimeFactor(10 * kUs, 0.5, 2 * kUs) == Approx(0.6));   // 2 + 0.5 x 8 = 6 us
+  CHECK(FixedCostTimeFactor(0, 2.0, 2 * kUs) == 1.0);
+}
+
+TEST_CASE("batch_size with cpu_fixed_us scales each CPU op's work above its fixed cost", "[batch_size]") {
+  Fixture f(/*gpu=*/false);
+  const int32_t mm = f.Add(f.thread, TaskKind::kCpuOp, "aten::mm", 100 * kUs, Phase::kForward);
+  const int32_t add = f.Add(f.thread, TaskKind::kCpuOp, "aten::add", 5 * kUs, Phase::kBackward);
+  const int32_t view = f.Add(f.thread, TaskKind::kCpuOp, "aten::view", 1 * kUs, Phase::kForward);
+  const int32_t step = f.Add(f.thread, TaskKind::kCpuOp, "aten::add_", 100 * kUs, Phase::kOptimizer);
+  f.Finish();
+  REQUIRE(f.Run({{"factor", "2"}, {"cpu_fixed_us", "2"}}).value());
+  CHECK(f.Duration(mm) == 198 * kUs);  // 2 + 2 x 98
+  CHECK(f.Duration(add) == 8 * kUs);   // 2 + 2 x 3 (the saturation model: 5 x 1.1)
+  CHECK(f.Duration(view) == 1 * kUs);
+  CHECK(f.Duration(step) == 100 * kUs);
+  REQUIRE(f.context.notes.size() == 1);
+  CHECK_THAT(f.context.notes[0], Catch::Contains("2.00 us of fixed cost each"));
+  CHECK_FALSE(f.Run({{"cpu_fixed_us", "-1"}}).ok());
+}
+
 TEST_CASE("batch_size with factor 1 leaves the graph and its schedule as they were", "[batch_size]") {
   Fixture f;
   f.Gpu(TaskKind::kKernel, "volta_sgemm_128x64_nn", 40 * kUs, Phase::kForward);
