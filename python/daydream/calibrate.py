@@ -372,7 +372,7 @@ def cpu_op_fixed_us(sizes: Tuple[int, ...] = (64, 1024, 4096, 16384), calls: int
 _OPTIMIZER_IMPL_KEYS = ("foreach", "fused", "capturable", "differentiable")
 
 
-def fused_optimizer_cpu_factor(optimizer: Any, repeats: int = 30) -> float:
+def fused_optimizer_cpu_factor(optimizer: Any, repeats: int = 30, max_bytes: int = 64 << 20) -> float:
     """Fused / unfused time of one ``optimizer.step()`` on this CPU, the
     ``fused_optimizer`` pass's ``cpu_step_factor``.
 
@@ -384,6 +384,12 @@ def fused_optimizer_cpu_factor(optimizer: Any, repeats: int = 30) -> float:
     moment hits both. The ratio carries over to the recorded step the way
     :func:`amp_cpu_op_factors` does: the step's own Python loop and per-op
     dispatch are in both timings.
+
+    The copies (and each optimizer's state) would take several times the
+    model's memory, so a model of more than ``max_bytes`` of parameters is
+    sampled: parameters in order until ``max_bytes`` (a first one larger
+    than that is cut to its first ``max_bytes``), which keeps the mix of
+    per-parameter and per-byte cost of the model's leading layers.
 
     Raises DaydreamError when ``optimizer`` has no CPU parameters or its
     class has no fused CPU step here.
@@ -399,14 +405,32 @@ def fused_optimizer_cpu_factor(optimizer: Any, repeats: int = 30) -> float:
         raise DaydreamError(f"fused_optimizer_cpu_factor: {cls.__name__} has no parameters, or some are not on "
                             "the CPU")
     generator = torch.Generator().manual_seed(0)
+    shapes: List[List[Tuple[Any, Any]]] = []  # per group: (shape, dtype) of the parameters copied
+    budget = max_bytes
+    for g in groups:
+        kept = []
+        for p in g["params"]:
+            nbytes = p.numel() * p.element_size()
+            if budget <= 0:
+                break
+            if nbytes > budget and not any(shapes) and not kept:
+                kept.append(((max(1, budget // p.element_size()),), p.dtype))  # a first, huge parameter: cut
+                budget = 0
+                break
+            if nbytes <= budget:
+                kept.append((tuple(p.shape), p.dtype))
+                budget -= nbytes
+        shapes.append(kept)
 
     def copies() -> List[Dict[str, Any]]:
         out = []
-        for g in groups:
+        for g, kept in zip(groups, shapes):
+            if not kept:
+                continue
             params = []
-            for p in g["params"]:
-                q = torch.nn.Parameter(0.01 * torch.randn(p.shape, generator=generator).to(p.dtype))
-                q.grad = 0.01 * torch.randn(p.shape, generator=generator).to(p.dtype)
+            for shape, dtype in kept:
+                q = torch.nn.Parameter(0.01 * torch.randn(shape, generator=generator).to(dtype))
+                q.grad = 0.01 * torch.randn(shape, generator=generator).to(dtype)
                 params.append(q)
             out.append({**{k: v for k, v in g.items() if k != "params" and k not in _OPTIMIZER_IMPL_KEYS},
                         "params": params})

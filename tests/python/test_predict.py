@@ -181,6 +181,24 @@ def test_fused_optimizer_cpu_factor_times_both_steps_at_the_optimizers_shapes() 
     factor = calibrate.fused_optimizer_cpu_factor(torch.optim.Adam(model.parameters(), foreach=False))
     # One fused kernel per tensor instead of a Python loop of ~10 ops per parameter.
     assert 0 < factor < 1
+    # A model beyond max_bytes is sampled: a first parameter over it is cut
+    # (a 16 MiB one, or the transformer's 25.6 kB embedding at 4 kB).
+    big = torch.nn.Parameter(torch.zeros(1 << 22))  # 16 MiB, never copied whole
+    made = []
+    randn = torch.randn
+
+    def recording_randn(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+        out = randn(*args, **kwargs)
+        made.append(out.numel())
+        return out
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(torch, "randn", recording_randn)
+        sampled = calibrate.fused_optimizer_cpu_factor(torch.optim.Adam([big], foreach=False), max_bytes=1 << 16)
+    assert 0 < sampled < 2
+    assert made and max(made) == (1 << 16) // 4
+    assert 0 < calibrate.fused_optimizer_cpu_factor(torch.optim.Adam(model.parameters(), foreach=False),
+                                                    max_bytes=4096) < 2
     with pytest.raises(daydream.DaydreamError, match="LBFGS cannot be built with fused=True"):
         calibrate.fused_optimizer_cpu_factor(torch.optim.LBFGS(model.parameters()))
     with pytest.raises(daydream.DaydreamError, match="has no parameters"):
