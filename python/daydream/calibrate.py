@@ -308,6 +308,124 @@ def amp_cpu_op_factors(graph: Graph, repeats: int = 20) -> Dict[int, float]:
     return out
 
 
+def _symbolic_step_ops(model: Any, inputs: Sequence[Tuple[Tuple[int, ...], Any]], autocast: bool
+                       ) -> List[Tuple[str, Any, Any, Any]]:
+    """Every aten op a forward and backward of ``model`` would run, with its
+    arguments, found without computing: a copy of the model on
+    ``FakeTensorMode`` tensors runs on fake inputs of ``inputs``' shapes and
+    dtypes (its output summed in fp32 for the backward), under
+    ``torch.autocast("cpu", torch.bfloat16)`` when ``autocast``, while a
+    ``TorchDispatchMode`` logs (phase, op, args, kwargs)."""
+    import copy  # noqa: PLC0415
+
+    torch = _torch()
+    from torch._subclasses.fake_tensor import FakeCopyMode, FakeTensorMode  # noqa: PLC0415
+    from torch.utils._python_dispatch import TorchDispatchMode  # noqa: PLC0415
+
+    class Log(TorchDispatchMode):
+        def __init__(self) -> None:
+            super().__init__()
+            self.phase = "forward"
+            self.ops: List[Tuple[str, Any, Any, Any]] = []
+
+        def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+            kwargs = kwargs or {}
+            out = func(*args, **kwargs)
+            if func.namespace == "aten":
+                self.ops.append((self.phase, func, args, kwargs))
+            return out
+
+    mode = FakeTensorMode()
+    with FakeCopyMode(mode):
+        fake_model = copy.deepcopy(model)
+    log = Log()
+    with mode:
+        xs = [torch.randn(shape, dtype=dtype) if dtype.is_floating_point else torch.zeros(shape, dtype=dtype)
+              for shape, dtype in inputs]
+        with log:
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+                out = fake_model(*xs)
+            while not isinstance(out, torch.Tensor):  # the first tensor of a tuple, list or dict output
+                out = next(iter(out.values() if isinstance(out, dict) else out))
+            loss = out.float().sum()
+            log.phase = "backward"
+            loss.backward()
+    return log.ops
+
+
+def _real_tensor(torch: Any, t: Any) -> Any:
+    """A real tensor laid out like the fake ``t`` (expanded strides kept),
+    values in [0.5, 1) where floating (valid for logs, roots and divisions),
+    zeros otherwise (valid indices)."""
+    storage = 1 + sum((d - 1) * st for d, st in zip(t.shape, t.stride())) if t.numel() else 0
+    base = torch.empty(storage, dtype=t.dtype)
+    base = base.uniform_(0.5, 1.0) if base.is_floating_point() else base.zero_()
+    return base.as_strided(tuple(t.shape), tuple(t.stride()))
+
+
+def amp_cpu_phase_times(model: Any, inputs: Sequence[Tuple[Tuple[int, ...], Any]], repeats: int = 15
+                        ) -> Dict[str, Tuple[float, float]]:
+    """(bf16-autocast ms, fp32 ms) of ``model``'s forward and of its backward
+    on this CPU, per phase, the ops themselves (called one after another,
+    without the model's Python between them): every aten op each would run
+    (:func:`_symbolic_step_ops`, once under ``torch.autocast("cpu",
+    torch.bfloat16)``, once in fp32: the casts autocast inserts, and the
+    elementwise ops and normalizations that then run on bf16 tensors, are in
+    the first) is replayed on real tensors of its shapes, strides and dtypes,
+    the two lists in turn, ``repeats`` times. Ops that cannot be replayed
+    are left out of their list. ``inputs`` are the shapes and dtypes of the
+    model's positional inputs (``daydream.Profiler.model_inputs``).
+
+    Raises DaydreamError when the model cannot run on fake tensors.
+
+    Example::
+
+        daydream.calibrate.amp_cpu_phase_times(model, [((32, 64), torch.float32)])   # {"forward": (0.4, 0.5), ...}
+    """
+    torch = _torch()
+    from torch.utils._pytree import tree_map  # noqa: PLC0415
+
+    lists: Dict[Tuple[str, bool], List[Callable[[], Any]]] = {}
+    for autocast in (True, False):
+        try:
+            ops = _symbolic_step_ops(model, inputs, autocast)
+        except Exception as e:  # noqa: BLE001 - any model the fake run cannot take falls back
+            raise DaydreamError(f"amp_cpu_phase_times: {type(model).__name__} cannot run on fake tensors: "
+                                f"{type(e).__name__}: {e}") from e
+        for phase in ("forward", "backward"):
+            lists[(phase, autocast)] = []
+        for phase, func, args, kwargs in ops:
+            if phase not in ("forward", "backward"):
+                continue
+            real = tree_map(lambda a: _real_tensor(torch, a) if isinstance(a, torch.Tensor) else a, (args, kwargs))
+
+            def call(func: Any = func, real: Any = real) -> Any:
+                return func(*real[0], **real[1])
+
+            try:
+                with torch.no_grad():
+                    call()
+            except Exception:  # noqa: BLE001, S112 - an op that needs real values (or fails alone) is left out
+                continue
+            lists[(phase, autocast)].append(call)
+
+    def run(calls: List[Callable[[], Any]]) -> Callable[[], None]:
+        def all_of_them() -> None:
+            with torch.no_grad():
+                for c in calls:
+                    c()
+        return all_of_them
+
+    out = {}
+    for phase in ("forward", "backward"):
+        bf16, fp32 = lists[(phase, True)], lists[(phase, False)]
+        if not bf16 or not fp32:
+            continue
+        amp_s, fp32_s = _paired_median_times([run(bf16), run(fp32)], repeats)
+        out[phase] = (amp_s * 1e3, fp32_s * 1e3)
+    return out
+
+
 def format_op_factors(factors: Dict[int, float]) -> str:
     """The ``amp`` pass's ``cpu_op_factors`` text: "EVENT=FACTOR;..."."""
     return ";".join(f"{event}={factor:.4g}" for event, factor in sorted(factors.items()))

@@ -37,7 +37,7 @@ import statistics
 import tempfile
 import time
 import warnings
-from typing import Any, Callable, Dict, List, Optional, Sequence
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from . import _core, api
 from ._core import DaydreamError, Graph
@@ -192,6 +192,10 @@ class Profiler:
         self._step_depth = 0  # optimizer.step() calls open (a step that raised leaves one; step() resets it)
         self._step_s = 0.0  # inside optimizer.step() during the current wait step
         self._optimizer_s: List[float] = []  # per wait step
+        #: Shape and dtype of each positional input of ``model``'s first recorded
+        #: forward (None without a model, or when one is not a tensor).
+        self.model_inputs: Optional[List[Tuple[Tuple[int, ...], Any]]] = None
+        self._input_hook: Any = None
 
     # -- lifecycle ----------------------------------------------------------
     def start(self) -> "Profiler":
@@ -253,6 +257,18 @@ class Profiler:
         # Not in the wait steps: the hooks' ranges cost time even with the profiler off.
         if self.model is not None and self._hooks is None:
             self._hooks = _ModelHooks(self.model, _range_factory(_torch()))
+            if self.model_inputs is None and callable(getattr(self.model, "register_forward_pre_hook", None)):
+                self._input_hook = self.model.register_forward_pre_hook(self._note_inputs)
+
+    def _note_inputs(self, module: Any, args: Any) -> None:
+        """The shapes and dtypes of the model's positional inputs, from its
+        first recorded forward (None when one is not a tensor)."""
+        torch = _torch()
+        if all(isinstance(a, torch.Tensor) for a in args):
+            self.model_inputs = [(tuple(a.shape), a.dtype) for a in args]
+        if self._input_hook is not None:
+            self._input_hook.remove()
+            self._input_hook = None
 
     def step(self) -> None:
         """Marks the end of one training iteration."""
@@ -297,6 +313,9 @@ class Profiler:
         finally:
             self._prof = None
             self._untime_optimizer_steps()
+            if self._input_hook is not None:
+                self._input_hook.remove()
+                self._input_hook = None
             if self._hooks is not None:
                 self._hooks.remove()
                 self._hooks = None

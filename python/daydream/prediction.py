@@ -192,12 +192,46 @@ class Prediction:
                 + (f"<ul>{notes}</ul>" if notes else ""))
 
 
-def _calibrate_amp_cpu(graph: Graph, given: Dict[str, str]) -> str:
-    """amp on a CPU-only graph: the bf16/fp32 factor of each matmul,
-    convolution and attention op replayed at its recorded shapes on this CPU;
-    where the graph's trace cannot give them, one measured GEMM ratio."""
+def _calibrate_amp_cpu(graph: Graph, given: Dict[str, str], model: Any = None, inputs: Any = None) -> str:
+    """amp on a CPU-only graph. With the model and its inputs' shapes (a
+    Profiler given ``model=``): every op of its forward and of its backward
+    that autocast would run, replayed in both precisions (casts and bf16
+    elementwise ops included); each phase's change in milliseconds is spread
+    over the graph's ops of that phase in proportion to their time (their
+    factor: 1 + change / their time per iteration). Else the bf16/fp32 factor of each matmul,
+    convolution and attention op replayed at its recorded shapes; where the
+    graph's trace cannot give them, one measured GEMM ratio."""
     from . import calibrate  # noqa: PLC0415 - needs torch
 
+    why_not_phases = "no model and input shapes (a daydream.Profiler given model=)"
+    if model is not None and inputs:
+        try:
+            times = calibrate.amp_cpu_phase_times(model, inputs)
+        except DaydreamError as e:
+            times, why_not_phases = {}, str(e)
+        ops: Dict[str, List[Tuple[int, int]]] = {p: [] for p in times}  # phase -> (trace event, ns)
+        for i in range(graph.num_tasks):
+            t = graph.task(i)
+            if t["kind"] == "cpu_op" and t["phase"] in ops and t["trace_event"] >= 0:
+                ops[t["phase"]].append((int(t["trace_event"]), t["duration_ns"]))
+        iterations = max(1, len(graph.iterations))
+        events: Dict[int, float] = {}
+        parts = []
+        for phase, (amp_ms, fp32_ms) in times.items():
+            graph_ms = sum(ns for _, ns in ops[phase]) / 1e6 / iterations
+            if graph_ms <= 0:
+                continue
+            factor = max(0.05, 1 + (amp_ms - fp32_ms) / graph_ms)
+            events.update((event, factor) for event, _ in ops[phase])
+            parts.append(f"the {phase} {fp32_ms:.3f} -> {amp_ms:.3f} ms ({amp_ms - fp32_ms:+.3f} ms on its "
+                         f"{graph_ms:.3f} ms of ops per iteration, x{factor:.3f})")
+        if events:
+            given["cpu_op_factors"] = calibrate.format_op_factors(events)
+            return ("amp: every op of the model's forward and backward replayed on this CPU as torch.autocast would "
+                    "run it (bf16 matmuls, casts, ops on bf16 tensors) and in fp32: " + "; ".join(parts)
+                    + " (daydream.calibrate.amp_cpu_phase_times)")
+        if times:
+            why_not_phases = "the graph has no forward or backward op with a trace event"
     try:
         factors = calibrate.amp_cpu_op_factors(graph)
         why = "no op with recorded shapes could be replayed"
@@ -208,7 +242,7 @@ def _calibrate_amp_cpu(graph: Graph, given: Dict[str, str]) -> str:
         values = sorted(factors.values())
         return (f"amp: {len(factors)} matmul/convolution/attention ops replayed at their recorded shapes in fp32 "
                 f"and bf16 on this CPU (weight casts included): bf16 takes {values[0]:.2f}-{values[-1]:.2f}x "
-                "their fp32 time (daydream.calibrate.amp_cpu_op_factors)")
+                f"their fp32 time (daydream.calibrate.amp_cpu_op_factors; not per phase: {why_not_phases})")
     ratio = calibrate.amp_cpu_ratio()
     given["cpu_gemm_factor"] = f"{ratio:.4f}"
     return (f"amp: bf16 GEMMs on this CPU take {ratio:.2f}x their fp32 time (measured with torch.autocast; "
@@ -259,7 +293,7 @@ def _fused_cpu_step(optimizer: Any, given: Dict[str, str]) -> Optional[str]:
 
 
 def _calibrate(graph: Graph, requests: List[Tuple[str, Dict[str, str]]], model: Any = None,
-               optimizer: Any = None) -> List[str]:
+               optimizer: Any = None, inputs: Any = None) -> List[str]:
     """Fills in what must be measured on this machine or read from the model:
     amp on a CPU-only graph gets the CPU's measured bf16/fp32 factors,
     batch_size a CPU op's fixed cost, fused_optimizer the fused/unfused step
@@ -269,7 +303,7 @@ def _calibrate(graph: Graph, requests: List[Tuple[str, Dict[str, str]]], model: 
     cpu_only = all(r["kind"] != "gpu_stream" for r in graph.resources())
     for name, given in requests:
         if name == "amp" and cpu_only and "cpu_gemm_factor" not in given and "cpu_op_factors" not in given:
-            notes.append(_calibrate_amp_cpu(graph, given))
+            notes.append(_calibrate_amp_cpu(graph, given, model, inputs))
         if name == "batch_size" and cpu_only and not {"cpu_fixed_us", "cpu_saturation_us"} & set(given):
             notes.append(_cpu_fixed_cost(given))
         if name == "fused_optimizer" and cpu_only and optimizer is not None and "cpu_step_factor" not in given:
@@ -344,7 +378,7 @@ def predict(
     graph = recorded if isinstance(recorded, Graph) else recorded.graph
     model = subject if _is_module(subject) else getattr(recorded, "model", None)
     calibration_notes = _overhead_notes(graph, getattr(recorded, "overhead", None)) + _calibrate(
-        graph, requests, model, getattr(recorded, "optimizer", None))
+        graph, requests, model, getattr(recorded, "optimizer", None), getattr(recorded, "model_inputs", None))
     result = _core.predict(graph, requests)
     labels = [name + (":" + ",".join(f"{k}={v}" for k, v in given.items()) if given else "")
               for name, given in requests]

@@ -188,7 +188,8 @@ def test_predict_amp_on_cpu_uses_the_per_op_factors_else_the_gemm_ratio(tmp_path
     graph, path = _profiled_mlp(tmp_path)
     pred = daydream.predict(graph, opt="amp")
     assert "cpu_op_factors=" in pred.opts[0] and "cpu_gemm_factor" not in pred.opts[0]
-    assert any("replayed at their recorded shapes" in n for n in pred.notes)
+    assert any("replayed at their recorded shapes" in n and "not per phase: no model and input shapes" in n
+               for n in pred.notes), pred.notes
     assert any("ops at the bf16/fp32 ratio measured for their shapes" in n for n in pred.notes)
     path.unlink()  # the trace is gone: one measured GEMM ratio instead
     pred = daydream.predict(graph, opt="amp")
@@ -216,7 +217,44 @@ def test_predict_keeps_the_trace_of_a_model_it_profiles_for_the_calibration() ->
     assert os.path.exists(recorded.graph.source)
     pred = daydream.predict(build("mlp"), opt="amp", inputs=x, target=y, loss_fn=torch.nn.CrossEntropyLoss(),
                             warmup=1, active=1)
-    assert any("replayed at their recorded shapes" in n for n in pred.notes), pred.notes
+    # A model and its inputs' shapes: the per-phase replay of what autocast would run.
+    assert any("amp_cpu_phase_times" in n for n in pred.notes), pred.notes
+
+
+def test_amp_cpu_phase_times_replay_what_autocast_would_run_in_each_phase() -> None:
+    torch = pytest.importorskip("torch")
+    from models import build
+
+    model = build("cnn")
+    inputs = [((4, 3, 16, 16), torch.float32)]
+    amp_ops = calibrate._symbolic_step_ops(model, inputs, autocast=True)
+    fp32_ops = calibrate._symbolic_step_ops(model, inputs, autocast=False)
+
+    def dtypes(ops, name):
+        return [str(a.dtype) for phase, f, args, _ in ops if f.overloadpacket.__name__ == name
+                for a in args[:1] if isinstance(a, torch.Tensor)]
+
+    # Autocast casts weights and inputs, and batch norm and ReLU then run on bf16.
+    assert any(f.overloadpacket.__name__ == "_to_copy" for _, f, _, _ in amp_ops)
+    assert set(dtypes(amp_ops, "relu")) == {"torch.bfloat16"}
+    assert set(dtypes(amp_ops, "native_batch_norm")) == {"torch.bfloat16"}
+    assert set(dtypes(fp32_ops, "relu")) == {"torch.float32"}
+    assert {p for p, _, _, _ in amp_ops} == {"forward", "backward"}
+    assert all(p.grad is None for p in model.parameters())  # the model itself was not touched
+    times = calibrate.amp_cpu_phase_times(model, inputs, repeats=3)
+    assert set(times) == {"forward", "backward"}
+    assert all(amp > 0 and fp32 > 0 for amp, fp32 in times.values())
+
+
+def test_amp_cpu_phase_times_of_a_model_fake_tensors_cannot_run_is_an_error() -> None:
+    torch = pytest.importorskip("torch")
+
+    class DataDependent(torch.nn.Module):
+        def forward(self, x):  # noqa: ANN001, ANN202
+            return x * float(x.sum())  # needs the values
+
+    with pytest.raises(DaydreamError, match="DataDependent cannot run on fake tensors"):
+        calibrate.amp_cpu_phase_times(DataDependent(), [((4,), torch.float32)])
 
 
 def test_replay_timing_stops_repeating_slow_ops_after_its_budget() -> None:

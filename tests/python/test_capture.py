@@ -263,6 +263,18 @@ def test_wait_steps_time_the_optimizer_step_apart() -> None:
     assert plain.plain_optimizer_ms is None and plain.plain_step_ms is not None
 
 
+def test_profiler_notes_the_shapes_and_dtypes_of_the_models_inputs(captured) -> None:
+    name, model, prof = captured
+    inputs, _ = batch_for(name)
+    assert prof.model_inputs == [(tuple(inputs.shape), inputs.dtype)]
+    assert not any(m._forward_pre_hooks for m in model.modules())  # every hook is gone
+    plain = daydream.Profiler(wait=0, warmup=0, active=1)
+    with plain:
+        torch.randn(4).sum()
+        plain.step()
+    assert plain.model_inputs is None
+
+
 def test_phase_cpu_ms_is_the_phases_tasks_and_the_gaps_between_them(captured) -> None:
     _, _, prof = captured
     graph = daydream.build_graph(prof.trace_path)
