@@ -259,7 +259,7 @@ def single_process(exp: str, name: str, a: argparse.Namespace) -> Dict[str, Any]
     out["prediction"] = predict(prof, pass_opt, options)
     if exp == "amp":
         # The pass's fallback model for comparison: one bf16/fp32 GEMM ratio
-        # (three fixed torch.mm shapes) for every op instead of per-op factors.
+        # (three fixed torch.mm shapes) for every op instead of the measured factors.
         from daydream.calibrate import amp_cpu_ratio  # noqa: PLC0415
 
         out["prediction_gemm_ratio"] = predict(prof, pass_opt, {"cpu_gemm_factor": round(amp_cpu_ratio(), 4)})
@@ -540,7 +540,7 @@ def table(rows: List[Dict[str, Any]], meta: Dict[str, Any]) -> str:
         lines += ["", "Two-process runs:", ""] + extra
     alternatives = [
         ("prediction_gemm_ratio", "amp with one bf16/fp32 GEMM ratio for every op (`cpu_gemm_factor` from "
-         "`daydream.calibrate.amp_cpu_ratio`, the pass's fallback) instead of the per-op factors:",
+         "`daydream.calibrate.amp_cpu_ratio`, the pass's last fallback) instead of the measured factors:",
          lambda r: f"cpu_gemm_factor {r['prediction_gemm_ratio']['options']['cpu_gemm_factor']:.3f}"),
         ("prediction_op_model", "fused_optimizer with the pass's operator and bandwidth model (what it uses without "
          "the optimizer, from a trace file) instead of the measured step factor:",
