@@ -190,7 +190,7 @@ def test_predict_amp_on_cpu_uses_the_per_op_factors_else_the_gemm_ratio(tmp_path
     assert "cpu_op_factors=" in pred.opts[0] and "cpu_gemm_factor" not in pred.opts[0]
     assert any("replayed at their recorded shapes" in n and "not per phase: no model and input shapes" in n
                for n in pred.notes), pred.notes
-    assert any("ops at the bf16/fp32 ratio measured for their shapes" in n for n in pred.notes)
+    assert any("ops at their measured bf16/fp32 factors" in n for n in pred.notes)
     path.unlink()  # the trace is gone: one measured GEMM ratio instead
     pred = daydream.predict(graph, opt="amp")
     assert "cpu_gemm_factor=" in pred.opts[0]

@@ -227,7 +227,7 @@ class AmpPass : public Pass {
     const int64_t num_other = static_cast<int64_t>(ops.size()) - num_measured;
     std::string note = "amp: CPU-only graph";
     if (num_measured > 0) {
-      StrAppend(&note, ": ", num_measured, " ops at the bf16/fp32 ratio measured for their shapes (cpu_op_factors, x ",
+      StrAppend(&note, ": ", num_measured, " ops at their measured bf16/fp32 factors (cpu_op_factors, x ",
                 Fixed(lo, 3), "-", Fixed(hi, 3), "): ", Fixed(NsToMs(measured_before), 2), " -> ",
                 Fixed(NsToMs(measured_after), 2), " ms");
     }

@@ -298,7 +298,7 @@ TEST_CASE("amp on a CPU-only graph scales each op by the factor measured for its
     }
     const std::string notes = AllNotes(f.context);
     INFO(notes);
-    CHECK_THAT(notes, Catch::Contains("4 ops at the bf16/fp32 ratio measured for their shapes"));
+    CHECK_THAT(notes, Catch::Contains("4 ops at their measured bf16/fp32 factors"));
     CHECK_THAT(notes, Catch::Contains("x 0.500-6.000"));
     CHECK_THAT(notes, Catch::Contains("1 matmul/convolution ops without a measured factor"));
   }
