@@ -363,8 +363,8 @@ def _real_tensor(torch: Any, t: Any) -> Any:
     return base.as_strided(tuple(t.shape), tuple(t.stride()))
 
 
-def amp_cpu_phase_times(model: Any, inputs: Sequence[Tuple[Tuple[int, ...], Any]], repeats: int = 15
-                        ) -> Dict[str, Tuple[float, float]]:
+def amp_cpu_phase_times(model: Any, inputs: Sequence[Tuple[Tuple[int, ...], Any]], repeats: int = 15,
+                        max_bytes: int = 1 << 30) -> Dict[str, Tuple[float, float]]:
     """(bf16-autocast ms, fp32 ms) of ``model``'s forward and of its backward
     on this CPU, per phase, the ops themselves (called one after another,
     without the model's Python between them): every aten op each would run
@@ -376,7 +376,12 @@ def amp_cpu_phase_times(model: Any, inputs: Sequence[Tuple[Tuple[int, ...], Any]
     are left out of their list. ``inputs`` are the shapes and dtypes of the
     model's positional inputs (``daydream.Profiler.model_inputs``).
 
-    Raises DaydreamError when the model cannot run on fake tensors.
+    Each replayed op gets its own input tensors, so the replay holds every
+    op's inputs of both lists at once; beyond ``max_bytes`` of them (a large
+    model) it is not attempted.
+
+    Raises DaydreamError when the model cannot run on fake tensors, or its
+    replay would take more than ``max_bytes``.
 
     Example::
 
@@ -385,13 +390,22 @@ def amp_cpu_phase_times(model: Any, inputs: Sequence[Tuple[Tuple[int, ...], Any]
     torch = _torch()
     from torch.utils._pytree import tree_map  # noqa: PLC0415
 
-    lists: Dict[Tuple[str, bool], List[Callable[[], Any]]] = {}
+    from torch.utils._pytree import tree_leaves  # noqa: PLC0415
+
+    logs = {}
     for autocast in (True, False):
         try:
-            ops = _symbolic_step_ops(model, inputs, autocast)
+            logs[autocast] = _symbolic_step_ops(model, inputs, autocast)
         except Exception as e:  # noqa: BLE001 - any model the fake run cannot take falls back
             raise DaydreamError(f"amp_cpu_phase_times: {type(model).__name__} cannot run on fake tensors: "
                                 f"{type(e).__name__}: {e}") from e
+    needed = sum(a.numel() * a.element_size() for ops in logs.values() for _, _, args, kwargs in ops
+                 for a in tree_leaves((args, kwargs)) if isinstance(a, torch.Tensor))
+    if needed > max_bytes:
+        raise DaydreamError(f"amp_cpu_phase_times: replaying {type(model).__name__}'s ops would hold "
+                            f"{needed / 2**30:.1f} GiB of inputs (max_bytes {max_bytes / 2**30:.1f} GiB)")
+    lists: Dict[Tuple[str, bool], List[Callable[[], Any]]] = {}
+    for autocast, ops in logs.items():
         for phase in ("forward", "backward"):
             lists[(phase, autocast)] = []
         for phase, func, args, kwargs in ops:

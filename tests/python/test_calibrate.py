@@ -244,6 +244,9 @@ def test_amp_cpu_phase_times_replay_what_autocast_would_run_in_each_phase() -> N
     times = calibrate.amp_cpu_phase_times(model, inputs, repeats=3)
     assert set(times) == {"forward", "backward"}
     assert all(amp > 0 and fp32 > 0 for amp, fp32 in times.values())
+    # A model whose replay would hold too much is not replayed (predict falls back to per-op factors).
+    with pytest.raises(DaydreamError, match=r"replaying SmallCNN's ops would hold .* GiB of inputs"):
+        calibrate.amp_cpu_phase_times(model, inputs, repeats=3, max_bytes=1 << 10)
 
 
 def test_amp_cpu_phase_times_of_a_model_fake_tensors_cannot_run_is_an_error() -> None:
