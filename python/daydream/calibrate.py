@@ -363,53 +363,35 @@ def _real_tensor(torch: Any, t: Any) -> Any:
     return base.as_strided(tuple(t.shape), tuple(t.stride()))
 
 
-def amp_cpu_phase_times(model: Any, inputs: Sequence[Tuple[Tuple[int, ...], Any]], repeats: int = 15,
-                        max_bytes: int = 1 << 30) -> Dict[str, Tuple[float, float]]:
-    """(bf16-autocast ms, fp32 ms) of ``model``'s forward and of its backward
-    on this CPU, per phase, the ops themselves (called one after another,
-    without the model's Python between them): every aten op each would run
-    (:func:`_symbolic_step_ops`, once under ``torch.autocast("cpu",
-    torch.bfloat16)``, once in fp32: the casts autocast inserts, and the
-    elementwise ops and normalizations that then run on bf16 tensors, are in
-    the first) is replayed on real tensors of its shapes, strides and dtypes,
-    the two lists in turn, ``repeats`` times. Ops that cannot be replayed
-    are left out of their list. ``inputs`` are the shapes and dtypes of the
-    model's positional inputs (``daydream.Profiler.model_inputs``).
-
-    Each replayed op gets its own input tensors, so the replay holds every
-    op's inputs of both lists at once; beyond ``max_bytes`` of them (a large
-    model) it is not attempted.
-
-    Raises DaydreamError when the model cannot run on fake tensors, or its
-    replay would take more than ``max_bytes``.
-
-    Example::
-
-        daydream.calibrate.amp_cpu_phase_times(model, [((32, 64), torch.float32)])   # {"forward": (0.4, 0.5), ...}
-    """
+def _phase_times(model: Any, runs: Sequence[Tuple[Sequence[Tuple[Tuple[int, ...], Any]], bool]], who: str,
+                 repeats: int, max_bytes: int) -> Dict[str, Tuple[float, float]]:
+    """(ms of the first run, ms of the second) per phase (forward, backward):
+    each run is (inputs, autocast) for :func:`_symbolic_step_ops`, and every
+    op it lists is replayed on real tensors of its shapes, strides and dtypes
+    (:func:`_real_tensor`), the two lists in turn, ``repeats`` times; ops that
+    cannot be replayed alone are left out of their list. Raises
+    DaydreamError when the model cannot run on fake tensors, or the replay
+    would hold more than ``max_bytes`` of op inputs (each op has its own)."""
     torch = _torch()
-    from torch.utils._pytree import tree_map  # noqa: PLC0415
+    from torch.utils._pytree import tree_leaves, tree_map  # noqa: PLC0415
 
-    from torch.utils._pytree import tree_leaves  # noqa: PLC0415
-
-    logs = {}
-    for autocast in (True, False):
+    logs = []
+    for inputs, autocast in runs:
         try:
-            logs[autocast] = _symbolic_step_ops(model, inputs, autocast)
+            logs.append(_symbolic_step_ops(model, inputs, autocast))
         except Exception as e:  # noqa: BLE001 - any model the fake run cannot take falls back
-            raise DaydreamError(f"amp_cpu_phase_times: {type(model).__name__} cannot run on fake tensors: "
+            raise DaydreamError(f"{who}: {type(model).__name__} cannot run on fake tensors: "
                                 f"{type(e).__name__}: {e}") from e
-    needed = sum(a.numel() * a.element_size() for ops in logs.values() for _, _, args, kwargs in ops
+    needed = sum(a.numel() * a.element_size() for ops in logs for _, _, args, kwargs in ops
                  for a in tree_leaves((args, kwargs)) if isinstance(a, torch.Tensor))
     if needed > max_bytes:
-        raise DaydreamError(f"amp_cpu_phase_times: replaying {type(model).__name__}'s ops would hold "
+        raise DaydreamError(f"{who}: replaying {type(model).__name__}'s ops would hold "
                             f"{needed / 2**30:.1f} GiB of inputs (max_bytes {max_bytes / 2**30:.1f} GiB)")
-    lists: Dict[Tuple[str, bool], List[Callable[[], Any]]] = {}
-    for autocast, ops in logs.items():
-        for phase in ("forward", "backward"):
-            lists[(phase, autocast)] = []
+    lists: List[Dict[str, List[Callable[[], Any]]]] = []
+    for ops in logs:
+        calls: Dict[str, List[Callable[[], Any]]] = {"forward": [], "backward": []}
         for phase, func, args, kwargs in ops:
-            if phase not in ("forward", "backward"):
+            if phase not in calls:
                 continue
             real = tree_map(lambda a: _real_tensor(torch, a) if isinstance(a, torch.Tensor) else a, (args, kwargs))
 
@@ -421,7 +403,8 @@ def amp_cpu_phase_times(model: Any, inputs: Sequence[Tuple[Tuple[int, ...], Any]
                     call()
             except Exception:  # noqa: BLE001, S112 - an op that needs real values (or fails alone) is left out
                 continue
-            lists[(phase, autocast)].append(call)
+            calls[phase].append(call)
+        lists.append(calls)
 
     def run(calls: List[Callable[[], Any]]) -> Callable[[], None]:
         def all_of_them() -> None:
@@ -432,12 +415,51 @@ def amp_cpu_phase_times(model: Any, inputs: Sequence[Tuple[Tuple[int, ...], Any]
 
     out = {}
     for phase in ("forward", "backward"):
-        bf16, fp32 = lists[(phase, True)], lists[(phase, False)]
-        if not bf16 or not fp32:
-            continue
-        amp_s, fp32_s = _paired_median_times([run(bf16), run(fp32)], repeats)
-        out[phase] = (amp_s * 1e3, fp32_s * 1e3)
+        first, second = lists[0][phase], lists[1][phase]
+        if first and second:
+            a_s, b_s = _paired_median_times([run(first), run(second)], repeats)
+            out[phase] = (a_s * 1e3, b_s * 1e3)
     return out
+
+
+def amp_cpu_phase_times(model: Any, inputs: Sequence[Tuple[Tuple[int, ...], Any]], repeats: int = 15,
+                        max_bytes: int = 1 << 30) -> Dict[str, Tuple[float, float]]:
+    """(bf16-autocast ms, fp32 ms) of ``model``'s forward and of its backward
+    on this CPU, per phase, the ops themselves (called one after another,
+    without the model's Python between them): every aten op each would run
+    (:func:`_symbolic_step_ops`, once under ``torch.autocast("cpu",
+    torch.bfloat16)``, once in fp32: the casts autocast inserts, and the
+    elementwise ops and normalizations that then run on bf16 tensors, are in
+    the first) is replayed on real tensors of its shapes, strides and dtypes
+    (:func:`_phase_times`). ``inputs`` are the shapes and dtypes of the
+    model's positional inputs (``daydream.Profiler.model_inputs``). A model
+    whose replay would hold more than ``max_bytes`` of op inputs is not
+    replayed.
+
+    Raises DaydreamError when the model cannot run on fake tensors, or its
+    replay would take more than ``max_bytes``.
+
+    Example::
+
+        daydream.calibrate.amp_cpu_phase_times(model, [((32, 64), torch.float32)])   # {"forward": (0.4, 0.5), ...}
+    """
+    return _phase_times(model, [(inputs, True), (inputs, False)], "amp_cpu_phase_times", repeats, max_bytes)
+
+
+def batch_cpu_phase_times(model: Any, inputs: Sequence[Tuple[Tuple[int, ...], Any]], factor: float,
+                          repeats: int = 15, max_bytes: int = 1 << 30) -> Dict[str, Tuple[float, float]]:
+    """(ms at the new batch, ms at the recorded one) of ``model``'s forward
+    and of its backward on this CPU, per phase: the ops each runs with every
+    input's first dimension (the batch) times ``factor``, and as recorded,
+    replayed like :func:`amp_cpu_phase_times` (caches and fixed costs
+    included, as the ops meet them at their sizes).
+
+    Example::
+
+        daydream.calibrate.batch_cpu_phase_times(model, [((32, 64), torch.float32)], 2.0)
+    """
+    scaled = [((max(1, round(shape[0] * factor)), *shape[1:]) if shape else shape, dtype) for shape, dtype in inputs]
+    return _phase_times(model, [(scaled, False), (inputs, False)], "batch_cpu_phase_times", repeats, max_bytes)
 
 
 def format_op_factors(factors: Dict[int, float]) -> str:

@@ -192,6 +192,36 @@ class Prediction:
                 + (f"<ul>{notes}</ul>" if notes else ""))
 
 
+def _spread_phase_change(graph: Graph, times: Dict[str, Tuple[float, float]], given: Dict[str, str]) -> str:
+    """Each phase's measured change, ``times[phase]`` = (new ms, recorded ms)
+    of its replayed ops, spread over the graph's CPU ops of that phase in
+    proportion to their time: every such op (by trace event) gets the factor
+    1 + change / their time per iteration, in ``given["cpu_op_factors"]``.
+    Returns what was done, "" when nothing was."""
+    from . import calibrate  # noqa: PLC0415
+
+    ops: Dict[str, List[Tuple[int, int]]] = {p: [] for p in times}  # phase -> (trace event, ns)
+    for i in range(graph.num_tasks):
+        t = graph.task(i)
+        if t["kind"] == "cpu_op" and t["phase"] in ops and t["trace_event"] >= 0:
+            ops[t["phase"]].append((int(t["trace_event"]), t["duration_ns"]))
+    iterations = max(1, len(graph.iterations))
+    events: Dict[int, float] = {}
+    parts = []
+    for phase, (new_ms, old_ms) in times.items():
+        graph_ms = sum(ns for _, ns in ops[phase]) / 1e6 / iterations
+        if graph_ms <= 0:
+            continue
+        factor = max(0.05, 1 + (new_ms - old_ms) / graph_ms)
+        events.update((event, factor) for event, _ in ops[phase])
+        parts.append(f"the {phase} {old_ms:.3f} -> {new_ms:.3f} ms ({new_ms - old_ms:+.3f} ms on its "
+                     f"{graph_ms:.3f} ms of ops per iteration, x{factor:.3f})")
+    if not events:
+        return ""
+    given["cpu_op_factors"] = calibrate.format_op_factors(events)
+    return "; ".join(parts)
+
+
 def _calibrate_amp_cpu(graph: Graph, given: Dict[str, str], model: Any = None, inputs: Any = None) -> str:
     """amp on a CPU-only graph. With the model and its inputs' shapes (a
     Profiler given ``model=``): every op of its forward and of its backward
@@ -209,26 +239,10 @@ def _calibrate_amp_cpu(graph: Graph, given: Dict[str, str], model: Any = None, i
             times = calibrate.amp_cpu_phase_times(model, inputs)
         except DaydreamError as e:
             times, why_not_phases = {}, str(e)
-        ops: Dict[str, List[Tuple[int, int]]] = {p: [] for p in times}  # phase -> (trace event, ns)
-        for i in range(graph.num_tasks):
-            t = graph.task(i)
-            if t["kind"] == "cpu_op" and t["phase"] in ops and t["trace_event"] >= 0:
-                ops[t["phase"]].append((int(t["trace_event"]), t["duration_ns"]))
-        iterations = max(1, len(graph.iterations))
-        events: Dict[int, float] = {}
-        parts = []
-        for phase, (amp_ms, fp32_ms) in times.items():
-            graph_ms = sum(ns for _, ns in ops[phase]) / 1e6 / iterations
-            if graph_ms <= 0:
-                continue
-            factor = max(0.05, 1 + (amp_ms - fp32_ms) / graph_ms)
-            events.update((event, factor) for event, _ in ops[phase])
-            parts.append(f"the {phase} {fp32_ms:.3f} -> {amp_ms:.3f} ms ({amp_ms - fp32_ms:+.3f} ms on its "
-                         f"{graph_ms:.3f} ms of ops per iteration, x{factor:.3f})")
-        if events:
-            given["cpu_op_factors"] = calibrate.format_op_factors(events)
+        spread = _spread_phase_change(graph, times, given)
+        if spread:
             return ("amp: every op of the model's forward and backward replayed on this CPU as torch.autocast would "
-                    "run it (bf16 matmuls, casts, ops on bf16 tensors) and in fp32: " + "; ".join(parts)
+                    "run it (bf16 matmuls, casts, ops on bf16 tensors) and in fp32: " + spread
                     + " (daydream.calibrate.amp_cpu_phase_times)")
         if times:
             why_not_phases = "the graph has no forward or backward op with a trace event"
@@ -261,17 +275,33 @@ def _buffer_broadcast(model: Any, given: Dict[str, str]) -> Optional[str]:
             "(broadcast_buffers=True; pass buffer_bytes=0 for broadcast_buffers=False)")
 
 
-def _cpu_fixed_cost(given: Dict[str, str]) -> str:
-    """batch_size on a CPU-only graph: a CPU op's fixed cost on this machine."""
+def _calibrate_batch_cpu(graph: Graph, given: Dict[str, str], model: Any = None, inputs: Any = None) -> List[str]:
+    """batch_size on a CPU-only graph: a CPU op's fixed cost on this machine
+    (``cpu_fixed_us``) and, with the model and its inputs' shapes, each
+    phase's ops replayed at both batches (``cpu_op_factors``)."""
     from . import calibrate  # noqa: PLC0415 - needs torch
 
+    notes = []
     try:
         fixed = calibrate.cpu_op_fixed_us()
+        given["cpu_fixed_us"] = f"{fixed:.3f}"
+        notes.append(f"batch_size: a CPU op costs {fixed:.2f} us whatever its size on this CPU (six common ops timed "
+                     "at four sizes; daydream.calibrate.cpu_op_fixed_us): only the rest grows with the batch")
     except DaydreamError as e:
-        return f"batch_size: no fixed CPU op cost measured ({e}); the cpu_saturation_us model is used"
-    given["cpu_fixed_us"] = f"{fixed:.3f}"
-    return (f"batch_size: a CPU op costs {fixed:.2f} us whatever its size on this CPU (six common ops timed at four "
-            "sizes; daydream.calibrate.cpu_op_fixed_us): only the rest grows with the batch")
+        notes.append(f"batch_size: no fixed CPU op cost measured ({e}); the cpu_saturation_us model is used")
+    if model is not None and inputs and "cpu_op_factors" not in given:
+        try:
+            factor = float(given.get("factor", "2"))
+            times = calibrate.batch_cpu_phase_times(model, inputs, factor)
+        except (DaydreamError, ValueError) as e:
+            notes.append(f"batch_size: the model's ops not replayed at the new batch ({e})")
+        else:
+            spread = _spread_phase_change(graph, times, given)
+            if spread:
+                notes.append(f"batch_size: every op of the model's forward and backward replayed on this CPU at the "
+                             f"recorded batch and at x{factor:g} (inputs' first dimension): " + spread
+                             + " (daydream.calibrate.batch_cpu_phase_times)")
+    return notes
 
 
 def _fused_cpu_step(optimizer: Any, given: Dict[str, str]) -> Optional[str]:
@@ -305,7 +335,7 @@ def _calibrate(graph: Graph, requests: List[Tuple[str, Dict[str, str]]], model: 
         if name == "amp" and cpu_only and "cpu_gemm_factor" not in given and "cpu_op_factors" not in given:
             notes.append(_calibrate_amp_cpu(graph, given, model, inputs))
         if name == "batch_size" and cpu_only and not {"cpu_fixed_us", "cpu_saturation_us"} & set(given):
-            notes.append(_cpu_fixed_cost(given))
+            notes += _calibrate_batch_cpu(graph, given, model, inputs)
         if name == "fused_optimizer" and cpu_only and optimizer is not None and "cpu_step_factor" not in given:
             note = _fused_cpu_step(optimizer, given)
             if note:

@@ -230,16 +230,32 @@ def test_batch_size_on_a_cpu_graph_takes_the_measured_fixed_cost_of_an_op() -> N
     assert 0 < fixed < 20  # microseconds: dispatch and allocation, not work
     model = build("mlp")
     prof = _profiled(model, torch.optim.SGD(model.parameters(), lr=0.01))
-    pred = daydream.predict(prof, opt="batch_size:factor=2")
-    assert f"cpu_fixed_us={fixed:.3f}" in pred.opts[0]
+    # Without the model (a graph): every op grows by its work above the fixed cost.
+    pred = daydream.predict(prof.graph, opt="batch_size:factor=2")
+    assert f"cpu_fixed_us={fixed:.3f}" in pred.opts[0] and "cpu_op_factors" not in pred.opts[0]
     assert any("whatever its size on this CPU" in n for n in pred.notes), pred.notes
     assert any(f"{fixed:.2f} us of fixed cost each" in n for n in pred.notes), pred.notes
-    # Ops grow by less than the batch: only their work above the fixed cost does.
     assert pred.replayed_ms < pred.predicted_ms < 2 * pred.replayed_ms
     # The saturation model, when asked for, is not overridden.
-    saturation = daydream.predict(prof, opt="batch_size:factor=2,cpu_saturation_us=50")
+    saturation = daydream.predict(prof.graph, opt="batch_size:factor=2,cpu_saturation_us=50")
     assert "cpu_fixed_us" not in saturation.opts[0]
     assert any("(saturation 50.0 us)" in n for n in saturation.notes), saturation.notes
+
+
+def test_batch_size_of_a_known_model_replays_its_ops_at_both_batches() -> None:
+    from daydream import calibrate
+
+    model = build("mlp")
+    (shape, dtype), = [(tuple(x.shape), x.dtype) for x in batch_for("mlp")[:1]]
+    times = calibrate.batch_cpu_phase_times(model, [(shape, dtype)], 4.0, repeats=3)
+    assert set(times) == {"forward", "backward"}
+    assert all(new > old > 0 for new, old in times.values())  # four times the rows: more time
+    prof = _profiled(model, torch.optim.SGD(model.parameters(), lr=0.01))
+    pred = daydream.predict(prof, opt="batch_size:factor=2")
+    assert "cpu_op_factors=" in pred.opts[0]
+    assert any("batch_cpu_phase_times" in n for n in pred.notes), pred.notes
+    assert any("at their measured factors (cpu_op_factors)" in n for n in pred.notes), pred.notes
+    assert pred.predicted_ms > pred.replayed_ms
 
 
 def test_predict_from_a_model_needs_inputs() -> None:

@@ -1,15 +1,12 @@
 #include "daydream/passes/amp.h"
 
 #include <algorithm>
-#include <cerrno>
 #include <cmath>
 #include <cstdio>
-#include <cstdlib>
 #include <memory>
 #include <string>
 #include <vector>
 
-#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "daydream/base/status_macros.h"
 #include "daydream/base/strings.h"
@@ -66,37 +63,6 @@ std::string Fixed(double v, int digits) {
   return buf;
 }
 
-// trace event -> bf16/fp32 time factor of the op recorded by that event.
-using CpuOpFactors = absl::flat_hash_map<int64_t, double>;
-
-// Parses cpu_op_factors: "EVENT=FACTOR;EVENT=FACTOR;..." ("" is empty).
-absl::StatusOr<CpuOpFactors> ParseCpuOpFactors(const std::string& text) {
-  CpuOpFactors out;
-  size_t pos = 0;
-  while (pos < text.size()) {
-    size_t end = text.find(';', pos);
-    if (end == std::string::npos) end = text.size();
-    const std::string entry = text.substr(pos, end - pos);
-    pos = end + 1;
-    if (entry.find_first_not_of(" ") == std::string::npos) continue;
-    const char* s = entry.c_str();
-    char* after_event = nullptr;
-    char* after_factor = nullptr;
-    errno = 0;
-    const long long event = std::strtoll(s, &after_event, 10);
-    const bool has_eq = after_event != s && *after_event == '=';
-    const double factor = has_eq ? std::strtod(after_event + 1, &after_factor) : 0;
-    if (!has_eq || errno != 0 || event < 0 || after_factor == after_event + 1 ||
-        std::string_view(after_factor).find_first_not_of(" ") != std::string_view::npos || !std::isfinite(factor) ||
-        factor <= 0) {
-      return absl::InvalidArgumentError(StrCat("amp: cpu_op_factors: bad entry '", entry,
-                                               "' (expected TRACE_EVENT=FACTOR: an event index >= 0 and a "
-                                               "factor > 0, entries separated by ';')"));
-    }
-    out[event] = factor;
-  }
-  return out;
-}
 
 class AmpPass : public Pass {
  public:
@@ -173,7 +139,7 @@ class AmpPass : public Pass {
 
   absl::StatusOr<bool> RunCpu(Graph& graph, PassContext& context) {
     const double factor = o_.Double("cpu_gemm_factor");
-    DD_ASSIGN_OR_RETURN(const CpuOpFactors measured, ParseCpuOpFactors(o_.String("cpu_op_factors")));
+    DD_ASSIGN_OR_RETURN(const EventFactors measured, ParseEventFactors("amp", "cpu_op_factors", o_.String("cpu_op_factors")));
     // Per task: the factor measured for its trace event (its op at its
     // recorded shapes), else cpu_gemm_factor for ops on autocast's list.
     struct Op {

@@ -52,6 +52,9 @@ class BatchSizePass : public Pass {
     const auto gpu_saturation = RoundNs(o_.Double("saturation_us") * 1000.0);
     const auto cpu_saturation = RoundNs(o_.Double("cpu_saturation_us") * 1000.0);
     const auto cpu_fixed = RoundNs(o_.Double("cpu_fixed_us") * 1000.0);
+    DD_ASSIGN_OR_RETURN(const EventFactors measured,
+                        ParseEventFactors("batch_size", "cpu_op_factors", o_.String("cpu_op_factors")));
+    int64_t num_measured = 0;
     if (factor == 1.0) {
       context.Note("batch_size: factor 1 keeps the batch; the graph is unchanged");
       return false;
@@ -80,8 +83,14 @@ class BatchSizePass : public Pass {
         f = BatchTimeFactor(task.duration_ns, factor, gpu_saturation);
       } else if (compute_phase && task.kind == TaskKind::kCpuOp && !gpu) {
         tally = &cpu_ops;
-        f = cpu_fixed > 0 ? FixedCostTimeFactor(task.duration_ns, factor, cpu_fixed)
-                          : BatchTimeFactor(task.duration_ns, factor, cpu_saturation);
+        const auto it = task.trace_event >= 0 ? measured.find(task.trace_event) : measured.end();
+        if (it != measured.end()) {
+          f = it->second;
+          ++num_measured;
+        } else {
+          f = cpu_fixed > 0 ? FixedCostTimeFactor(task.duration_ns, factor, cpu_fixed)
+                            : BatchTimeFactor(task.duration_ns, factor, cpu_saturation);
+        }
       } else {
         continue;
       }
@@ -105,9 +114,14 @@ class BatchSizePass : public Pass {
       StrAppend(&note, Describe(kernels, "forward/backward kernels"), " (saturation ",
                 Fixed(o_.Double("saturation_us"), 1), " us)");
     } else {
-      StrAppend(&note, Describe(cpu_ops, "forward/backward CPU ops"),
-                cpu_fixed > 0 ? StrCat(" (", Fixed(o_.Double("cpu_fixed_us"), 2), " us of fixed cost each)")
-                              : StrCat(" (saturation ", Fixed(o_.Double("cpu_saturation_us"), 1), " us)"));
+      const std::string rest =
+          cpu_fixed > 0 ? StrCat(Fixed(o_.Double("cpu_fixed_us"), 2), " us of fixed cost each")
+                        : StrCat("saturation ", Fixed(o_.Double("cpu_saturation_us"), 1), " us");
+      StrAppend(&note, Describe(cpu_ops, "forward/backward CPU ops"), " (",
+                num_measured > 0 ? StrCat(num_measured, " at their measured factors (cpu_op_factors)",
+                                          num_measured < cpu_ops.count ? StrCat(", the rest: ", rest) : "")
+                                 : rest,
+                ")");
     }
     StrAppend(&note, ", ", Describe(inputs, "data-phase tasks and host-to-device copies"), "; ",
               gpu ? "CPU ops, " : "", "launches, optimizer, communication and framework gaps unchanged; memory use "
@@ -149,7 +163,8 @@ PassInfo BatchSizePassInfo() {
       "so its time is mostly fixed: t' = t * (1 + (factor - 1) * u), u = min(1, t / saturation) with "
       "saturation_us for kernels and cpu_saturation_us for CPU ops; or, with cpu_fixed_us (a CPU op's fixed "
       "cost, which daydream.predict measures on this CPU), t' = c + factor * (t - c) for a CPU op of t > c: "
-      "only its work above the fixed cost grows. On GPU graphs the CPU ops are the "
+      "only its work above the fixed cost grows; an op with a factor in cpu_op_factors (by trace event) takes that "
+      "factor instead. On GPU graphs the CPU ops are the "
       "framework's dispatch (allocation, views) and stay. Data-phase tasks (loading and preparing the batch) and host-to-device "
       "copies scale by factor. Launch and runtime calls, synchronization, the optimizer step, communication, "
       "device-to-device copies and memsets, and the framework time between CPU ops are unchanged; whether the "
@@ -161,6 +176,10 @@ PassInfo BatchSizePassInfo() {
        "kernel time in microseconds from which a kernel fills the GPU and scales fully"},
       {"cpu_saturation_us", OptionType::kDouble, "50",
        "CPU op time in microseconds from which an op scales fully"},
+      {"cpu_op_factors", OptionType::kString, "",
+       "TRACE_EVENT=FACTOR;... measured time factors of forward/backward CPU ops at the new batch, which win over "
+       "the models above (daydream.predict measures them with daydream.calibrate.cpu_phase_times when it has "
+       "the model)"},
       {"cpu_fixed_us", OptionType::kDouble, "0",
        "fixed cost of a CPU op in microseconds, which does not grow with the batch (daydream.predict measures "
        "it with daydream.calibrate.cpu_op_fixed_us); 0: the cpu_saturation_us model"},

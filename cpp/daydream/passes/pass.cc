@@ -99,6 +99,35 @@ const std::string& PassOptions::String(const std::string& name) const {
   return it == strings_.end() ? kEmpty : it->second;
 }
 
+absl::StatusOr<EventFactors> ParseEventFactors(std::string_view pass, std::string_view option,
+                                               const std::string& text) {
+  EventFactors out;
+  size_t pos = 0;
+  while (pos < text.size()) {
+    size_t end = text.find(';', pos);
+    if (end == std::string::npos) end = text.size();
+    const std::string entry = text.substr(pos, end - pos);
+    pos = end + 1;
+    if (entry.find_first_not_of(" ") == std::string::npos) continue;
+    const char* s = entry.c_str();
+    char* after_event = nullptr;
+    char* after_factor = nullptr;
+    errno = 0;
+    const long long event = std::strtoll(s, &after_event, 10);
+    const bool has_eq = after_event != s && *after_event == '=';
+    const double factor = has_eq ? std::strtod(after_event + 1, &after_factor) : 0;
+    if (!has_eq || errno != 0 || event < 0 || after_factor == after_event + 1 ||
+        std::string_view(after_factor).find_first_not_of(" ") != std::string_view::npos || !std::isfinite(factor) ||
+        factor <= 0) {
+      return absl::InvalidArgumentError(StrCat(pass, ": ", option, ": bad entry '", entry,
+                                               "' (expected TRACE_EVENT=FACTOR: an event index >= 0 and a "
+                                               "factor > 0, entries separated by ';')"));
+    }
+    out[event] = factor;
+  }
+  return out;
+}
+
 absl::StatusOr<std::unique_ptr<Pass>> CreatePass(std::string_view name, const OptionMap& options) {
   for (const PassInfo& info : RegisteredPasses()) {
     if (info.name != name) continue;

@@ -77,6 +77,14 @@ class PassOptions {
   std::map<std::string, int> set_;
 };
 
+// trace event -> time factor of the CPU op recorded by that event.
+using EventFactors = std::map<int64_t, double>;
+
+// Parses an "EVENT=FACTOR;EVENT=FACTOR;..." option ("" is empty): event
+// indexes >= 0, finite factors > 0. Errors name `pass` and `option`.
+absl::StatusOr<EventFactors> ParseEventFactors(std::string_view pass, std::string_view option,
+                                               const std::string& text);
+
 // --- registry ----------------------------------------------------------------
 
 struct PassInfo {

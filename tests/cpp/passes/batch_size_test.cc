@@ -148,6 +148,25 @@ TEST_CASE("batch_size with cpu_fixed_us scales each CPU op's work above its fixe
   CHECK_FALSE(f.Run({{"cpu_fixed_us", "-1"}}).ok());
 }
 
+TEST_CASE("batch_size takes measured cpu_op_factors by trace event over its models", "[batch_size]") {
+  Fixture f(/*gpu=*/false);
+  const int32_t mm = f.Add(f.thread, TaskKind::kCpuOp, "aten::mm", 100 * kUs, Phase::kForward);
+  const int32_t add = f.Add(f.thread, TaskKind::kCpuOp, "aten::add", 10 * kUs, Phase::kBackward);
+  const int32_t step = f.Add(f.thread, TaskKind::kCpuOp, "aten::add_", 100 * kUs, Phase::kOptimizer);
+  f.g.tasks[static_cast<size_t>(mm)].trace_event = 7;
+  f.g.tasks[static_cast<size_t>(step)].trace_event = 9;  // optimizer: never scaled
+  f.Finish();
+  REQUIRE(f.Run({{"factor", "2"}, {"cpu_fixed_us", "2"}, {"cpu_op_factors", "7=2.25;9=3"}}).value());
+  CHECK(f.Duration(mm) == 225 * kUs);   // measured (cache: more than the batch)
+  CHECK(f.Duration(add) == 18 * kUs);   // no factor: 2 + 2 x 8
+  CHECK(f.Duration(step) == 100 * kUs);
+  REQUIRE(f.context.notes.size() == 1);
+  CHECK_THAT(f.context.notes[0], Catch::Contains("1 at their measured factors (cpu_op_factors), the rest: 2.00 us"));
+  const absl::StatusOr<bool> bad = f.Run({{"cpu_op_factors", "7=-1"}});
+  REQUIRE_FALSE(bad.ok());
+  CHECK_THAT(std::string(bad.status().message()), Catch::Contains("batch_size: cpu_op_factors: bad entry '7=-1'"));
+}
+
 TEST_CASE("batch_size with factor 1 leaves the graph and its schedule as they were", "[batch_size]") {
   Fixture f;
   f.Gpu(TaskKind::kKernel, "volta_sgemm_128x64_nn", 40 * kUs, Phase::kForward);
