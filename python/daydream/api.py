@@ -12,7 +12,6 @@ Example::
 
 from __future__ import annotations
 
-import logging
 import os
 from dataclasses import asdict, dataclass, field
 from typing import Any, Dict, List, Optional, Union
@@ -20,15 +19,23 @@ from typing import Any, Dict, List, Optional, Union
 from . import _core
 from ._core import DaydreamError, Graph, Schedule, Trace
 
-_log = logging.getLogger("daydream")
-
 PathLike = Union[str, "os.PathLike[str]"]
+
+#: Whether reading a trace logs its warnings (logger "daydream", WARNING).
+#: ``daydream replay`` without ``--verbose``, which would drop them, turns it
+#: off and so never imports ``logging`` (a fifth of its import time).
+log_trace_warnings = True
 
 
 def _log_warnings(source: str, warnings: List[Dict[str, Any]]) -> None:
+    if not warnings or not log_trace_warnings:
+        return
+    import logging  # noqa: PLC0415 - see log_trace_warnings
+
+    log = logging.getLogger("daydream")
     for w in warnings:
         more = f" (and {w['count'] - 1} more like it)" if w["count"] > 1 else ""
-        _log.warning("%s%s", w["example"], more)
+        log.warning("%s%s", w["example"], more)
 
 
 def load_trace(path: PathLike) -> Trace:

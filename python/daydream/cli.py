@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
 import os
 import sys
 from typing import Any, Dict, List, NoReturn, Optional, Sequence
@@ -213,8 +212,13 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.WARNING if args.verbose else logging.ERROR,
-                        format="daydream: warning: %(message)s")
+    if args.verbose or args.func is not _cmd_replay:
+        import logging  # noqa: PLC0415 - `daydream replay` starts without it
+
+        logging.basicConfig(level=logging.WARNING if args.verbose else logging.ERROR,
+                            format="daydream: warning: %(message)s")
+    else:
+        api.log_trace_warnings = False  # they would be dropped: nothing else logs in a replay
     try:
         return int(args.func(args))
     except DaydreamError as e:
@@ -231,6 +235,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         print("daydream: interrupted", file=sys.stderr)
         return 130
     except Exception as e:  # noqa: BLE001 - the CLI must end with one line, never a traceback
+        import logging  # noqa: PLC0415
+
         logging.getLogger("daydream").debug("internal error", exc_info=True)
         print(f"daydream: internal error: {type(e).__name__}: {e} (please report it)", file=sys.stderr)
         return EXIT_INTERNAL

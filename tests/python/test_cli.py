@@ -75,3 +75,17 @@ def test_usage_error_exits_2_with_one_line() -> None:
 def test_the_cli_does_not_import_torch() -> None:
     code = "import sys, daydream.cli; sys.exit(1 if 'torch' in sys.modules else 0)"
     assert subprocess.run([sys.executable, "-c", code], timeout=60).returncode == 0
+
+
+def test_replay_logs_trace_warnings_only_with_verbose_and_starts_without_logging(example_trace: Path) -> None:
+    verbose = run(["-v", "replay", str(example_trace)])
+    assert verbose.returncode == 0, verbose.stderr
+    assert "daydream: warning: " in verbose.stderr and "has no GPU activity in the trace" in verbose.stderr
+    quiet = run(["replay", str(example_trace)])
+    assert quiet.returncode == 0 and quiet.stderr == ""
+    # Without --verbose the warnings would be dropped: `logging` is not even imported.
+    code = ("import contextlib, io, sys\nfrom daydream.cli import main\n"
+            f"with contextlib.redirect_stdout(io.StringIO()):\n    main(['replay', {str(example_trace)!r}])\n"
+            "print('logging' in sys.modules)")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and r.stdout.strip() == "False", r.stderr
