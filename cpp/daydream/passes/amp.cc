@@ -63,7 +63,6 @@ std::string Fixed(double v, int digits) {
   return buf;
 }
 
-
 class AmpPass : public Pass {
  public:
   explicit AmpPass(PassOptions options) : o_(std::move(options)) {}
@@ -139,7 +138,8 @@ class AmpPass : public Pass {
 
   absl::StatusOr<bool> RunCpu(Graph& graph, PassContext& context) {
     const double factor = o_.Double("cpu_gemm_factor");
-    DD_ASSIGN_OR_RETURN(const EventFactors measured, ParseEventFactors("amp", "cpu_op_factors", o_.String("cpu_op_factors")));
+    DD_ASSIGN_OR_RETURN(const EventFactors measured,
+                        ParseEventFactors("amp", "cpu_op_factors", o_.String("cpu_op_factors")));
     // Per task: the factor measured for its trace event (its op at its
     // recorded shapes), else cpu_gemm_factor for ops on autocast's list.
     struct Op {

@@ -178,7 +178,7 @@ PassInfo BatchSizePassInfo() {
        "CPU op time in microseconds from which an op scales fully"},
       {"cpu_op_factors", OptionType::kString, "",
        "TRACE_EVENT=FACTOR;... measured time factors of forward/backward CPU ops at the new batch, which win over "
-       "the models above (daydream.predict measures them with daydream.calibrate.cpu_phase_times when it has "
+       "the models above (daydream.predict measures them with daydream.calibrate.batch_cpu_phase_times when it has "
        "the model)"},
       {"cpu_fixed_us", OptionType::kDouble, "0",
        "fixed cost of a CPU op in microseconds, which does not grow with the batch (daydream.predict measures "
