@@ -212,6 +212,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    logged = api.log_trace_warnings
     if args.verbose or args.func is not _cmd_replay:
         import logging  # noqa: PLC0415 - `daydream replay` starts without it
 
@@ -240,6 +241,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         logging.getLogger("daydream").debug("internal error", exc_info=True)
         print(f"daydream: internal error: {type(e).__name__}: {e} (please report it)", file=sys.stderr)
         return EXIT_INTERNAL
+    finally:
+        api.log_trace_warnings = logged  # main() called in a process that goes on (tests, notebooks)
 
 
 if __name__ == "__main__":
