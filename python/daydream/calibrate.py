@@ -477,13 +477,13 @@ def cpu_op_fixed_us(sizes: Tuple[int, ...] = (64, 1024, 4096, 16384), calls: int
     matmul of 64 columns, a layer norm) are each timed over ``calls`` calls
     at every size of ``sizes`` (elements), and t = c + k x size is fitted to
     each by least squares; the result is the median c (measured once per
-    process, a fraction of a second). It includes the
+    process, in about a second with torch's import). It includes the
     Python binding's share of a call (a few tenths of a microsecond), which a
     recorded op's span does not.
 
     Example::
 
-        daydream.calibrate.cpu_op_fixed_us()   # ~1.5 on a 2-vCPU EPYC
+        daydream.calibrate.cpu_op_fixed_us()   # ~2 on a 2-vCPU EPYC
     """
     torch = _torch()
 
@@ -565,15 +565,12 @@ def fused_optimizer_cpu_factor(optimizer: Any, repeats: int = 30, max_bytes: int
         kept = []
         for p in g["params"]:
             nbytes = p.numel() * p.element_size()
-            if budget <= 0:
-                break
-            if nbytes > budget and not any(shapes) and not kept:
-                kept.append(((max(1, budget // p.element_size()),), p.dtype))  # a first, huge parameter: cut
-                budget = 0
-                break
             if nbytes <= budget:
                 kept.append((tuple(p.shape), p.dtype))
                 budget -= nbytes
+            elif budget == max_bytes:  # the first parameter, and a huge one: cut to the budget
+                kept.append(((max(1, budget // p.element_size()),), p.dtype))
+                budget = 0
         shapes.append(kept)
 
     def copies() -> List[Dict[str, Any]]:
