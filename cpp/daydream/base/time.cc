@@ -11,14 +11,15 @@ bool IsDigit(char c) { return c >= '0' && c <= '9'; }
 
 // Fallback for exponent forms: exact enough, since such values are rare and
 // never carry nanosecond fractions in practice.
-std::optional<TimeNs> ParseViaDouble(std::string_view text) {
+bool ParseViaDouble(std::string_view text, TimeNs* ns) {
   std::string copy(text);
   char* end = nullptr;
   const double us = std::strtod(copy.c_str(), &end);
-  if (end == copy.c_str() || *end != '\0' || !std::isfinite(us)) return std::nullopt;
-  const double ns = std::nearbyint(us * 1000.0);
-  if (!(std::fabs(ns) < static_cast<double>(kMaxTimeNs))) return std::nullopt;
-  return static_cast<TimeNs>(ns);
+  if (end == copy.c_str() || *end != '\0' || !std::isfinite(us)) return false;
+  const double rounded = std::nearbyint(us * 1000.0);
+  if (!(std::fabs(rounded) < static_cast<double>(kMaxTimeNs))) return false;
+  *ns = static_cast<TimeNs>(rounded);
+  return true;
 }
 
 }  // namespace
@@ -30,12 +31,12 @@ TimeNs RoundNs(double ns) {
   return static_cast<TimeNs>(std::nearbyint(ns));
 }
 
-std::optional<TimeNs> ParseMicrosToNs(std::string_view text) {
+bool ParseMicrosToNs(std::string_view text, TimeNs* ns) {
   while (!text.empty() && (text.back() == ' ' || text.back() == '\n' ||
                            text.back() == '\r' || text.back() == '\t')) {
     text.remove_suffix(1);
   }
-  if (text.empty()) return std::nullopt;
+  if (text.empty()) return false;
   size_t i = 0;
   bool negative = false;
   if (text[0] == '-') {
@@ -46,11 +47,11 @@ std::optional<TimeNs> ParseMicrosToNs(std::string_view text) {
   int64_t micros = 0;
   size_t int_digits = 0;
   for (; i < text.size() && IsDigit(text[i]); ++i) {
-    if (++int_digits > 16) return ParseViaDouble(text);
+    if (++int_digits > 16) return ParseViaDouble(text, ns);
     micros = micros * 10 + (text[i] - '0');
   }
-  if (int_digits == 0) return std::nullopt;
-  if (micros >= kMaxTimeNs / 1000) return std::nullopt;
+  if (int_digits == 0) return false;
+  if (micros >= kMaxTimeNs / 1000) return false;
   int64_t frac_ns = 0;
   if (i < text.size() && text[i] == '.') {
     ++i;
@@ -67,17 +68,18 @@ std::optional<TimeNs> ParseMicrosToNs(std::string_view text) {
         ++frac_digits;
       }
     }
-    if (!any) return std::nullopt;
+    if (!any) return false;
     for (int d = std::min(frac_digits, 3); d < 3; ++d) frac_ns *= 10;
     if (round_up) ++frac_ns;
   }
   if (i < text.size()) {
-    if (text[i] == 'e' || text[i] == 'E') return ParseViaDouble(text);
-    return std::nullopt;
+    if (text[i] == 'e' || text[i] == 'E') return ParseViaDouble(text, ns);
+    return false;
   }
-  const TimeNs ns = micros * 1000 + frac_ns;
-  if (ns >= kMaxTimeNs) return std::nullopt;
-  return negative ? -ns : ns;
+  const TimeNs value = micros * 1000 + frac_ns;
+  if (value >= kMaxTimeNs) return false;
+  *ns = negative ? -value : value;
+  return true;
 }
 
 }  // namespace daydream

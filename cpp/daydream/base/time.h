@@ -20,9 +20,19 @@ inline constexpr TimeNs kMaxTimeNs = int64_t{1} << 62;
 // "4.5e2") into exact integer nanoseconds. Fractions below one nanosecond are
 // rounded to nearest. Decimal forms are parsed digit by digit so no precision
 // is lost to double rounding (a double has only 0.25 us resolution at 1.7e15 us).
-// Returns nullopt when the text is not a finite number or its magnitude is at
-// least kMaxTimeNs.
-std::optional<TimeNs> ParseMicrosToNs(std::string_view text);
+// Returns false, leaving *ns alone, when the text is not a finite number or
+// its magnitude is at least kMaxTimeNs. (An out-parameter rather than an
+// optional: GCC returns optional<int64_t> through memory and reads its flag
+// back wider than it was written, which stalls store forwarding; the trace
+// reader calls this for every 'ts' and 'dur'.)
+bool ParseMicrosToNs(std::string_view text, TimeNs* ns);
+
+// The same, as an optional.
+inline std::optional<TimeNs> ParseMicrosToNs(std::string_view text) {
+  TimeNs ns = 0;
+  if (!ParseMicrosToNs(text, &ns)) return std::nullopt;
+  return ns;
+}
 
 // A model's result (a double number of nanoseconds) as TimeNs, rounded to
 // nearest and saturated at +-kMaxTimeNs (NaN gives kMaxTimeNs): an absurd
