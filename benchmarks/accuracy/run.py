@@ -365,7 +365,7 @@ def ddp_rank(rank: int, world: int, port: int, exp: str, name: str, a: argparse.
 
 
 def network_options(net: Any) -> Dict[str, float]:
-    """The calibrated network's pass options (latency, bandwidth, CPU share), rounded for the table."""
+    """The calibrated network's pass options (latency, bandwidth, CPU share, DDP's CPU work), rounded for the table."""
     return {k: round(v, 4) for k, v in net.options().items()}
 
 

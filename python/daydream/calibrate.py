@@ -606,7 +606,9 @@ class NetworkCalibration:
     ``comm_cpu_share``: the fraction of a collective's time that a rank's
     computing thread loses to it when both run at once (0 for NCCL, whose
     collectives run on the GPU beside compute; measured for gloo, whose
-    collectives run on CPU threads that share the rank's cores)."""
+    collectives run on CPU threads that share the rank's cores), and, on
+    gloo, DDP's own CPU work per step and per gradient (``ddp_cpu_us``,
+    ``ddp_cpu_per_gradient_us``)."""
 
     backend: str
     world_size: int
@@ -615,11 +617,16 @@ class NetworkCalibration:
     samples: List[Dict[str, float]]  # per message size: bytes, mean_ms, median_ms
     comm_cpu_share: float = 0.0
     overlap: Dict[str, float] = dataclasses.field(default_factory=dict)  # how comm_cpu_share was measured
+    #: DDP's own CPU work per step and per gradient, in us (measured on gloo; see measure_ddp_overhead).
+    ddp_cpu_us: float = 0.0
+    ddp_cpu_per_gradient_us: float = 0.0
+    ddp: Dict[str, Any] = dataclasses.field(default_factory=dict)  # how they were measured
 
     def options(self) -> Dict[str, float]:
         """The options this calibration sets for ``data_parallel`` and ``tensor_fusion``."""
         return {"latency_us": self.latency_us, "bandwidth_gbps": self.bandwidth_gbps,
-                "comm_cpu_share": self.comm_cpu_share}
+                "comm_cpu_share": self.comm_cpu_share, "ddp_cpu_us": self.ddp_cpu_us,
+                "ddp_cpu_per_gradient_us": self.ddp_cpu_per_gradient_us}
 
 
 def fit_all_reduce(dist: Any, torch: Any, world_size: int, max_bytes: int = 4 << 20,
@@ -731,9 +738,79 @@ def measure_comm_cpu_share(dist: Any, torch: Any, world_size: int, latency_us: f
     }
 
 
+def _line_fit(xs: Sequence[float], ys: Sequence[float]) -> Tuple[float, float]:
+    """Least-squares y = a + b x with a, b >= 0 (a negative one is set to 0
+    and the other refitted alone)."""
+    n = len(xs)
+    mx, my = sum(xs) / n, sum(ys) / n
+    sxx = sum((x - mx) ** 2 for x in xs)
+    b = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sxx if sxx > 0 else 0.0
+    a = my - b * mx
+    if b < 0:
+        return max(my, 0.0), 0.0
+    if a < 0:
+        sxx0 = sum(x * x for x in xs)
+        return 0.0, max(sum(x * y for x, y in zip(xs, ys)) / sxx0, 0.0) if sxx0 > 0 else 0.0
+    return a, b
+
+
+def measure_ddp_overhead(dist: Any, torch: Any, layers: Sequence[int] = (1, 8, 32),
+                         repeats: int = 30) -> Dict[str, Any]:
+    """DDP's own CPU work in a training step on this host, as the ``data_parallel``
+    pass takes it: ``ddp_cpu_us`` per step and ``ddp_cpu_per_gradient_us`` per
+    gradient (every rank of the current process group must call it).
+
+    Times forward and backward of stacks of ``layers`` Linear(16, 16) layers
+    (2 gradients each) on a 4-sample batch, plain and wrapped in
+    DistributedDataParallel over a gloo group of this rank alone, in turn
+    (medians of ``repeats``). The difference is DDP's forward wrapper, its
+    autograd hooks, the copies into its bucket, the reducer's bookkeeping and
+    an all-reduce with no other rank to wait for: the network's own time,
+    which the ring model covers, stays out (with another rank it would also
+    bring that rank's timing noise, larger on a CPU host than what is
+    measured here). A line through the extra time per number of gradients
+    gives the two figures."""
+    import warnings  # noqa: PLC0415
+
+    from torch.nn.parallel import DistributedDataParallel  # noqa: PLC0415
+
+    world = dist.get_world_size()
+    rank = dist.get_rank()
+    groups = [dist.new_group([r], backend="gloo") for r in range(world)]  # every rank creates every group
+    try:
+        x = torch.randn(4, 16)
+        fns: List[Callable[[], None]] = []
+        grads: List[int] = []
+        for n in layers:
+            def stack() -> Any:
+                return torch.nn.Sequential(*[torch.nn.Linear(16, 16) for _ in range(n)])
+
+            plain = stack()
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                ddp = DistributedDataParallel(stack(), process_group=groups[rank], broadcast_buffers=False)
+            for model in (plain, ddp):
+                def step(model: Any = model) -> None:
+                    for p in model.parameters():
+                        p.grad = None
+                    model(x).sum().backward()
+
+                fns.append(step)
+            grads.append(sum(1 for _ in plain.parameters()))
+        times = _paired_median_times(fns, repeats, budget_s=2.0)
+    finally:
+        for g in groups:
+            dist.destroy_process_group(g)
+    samples = [{"gradients": g, "plain_us": times[2 * i] * 1e6, "ddp_us": times[2 * i + 1] * 1e6}
+               for i, g in enumerate(grads)]
+    per_step, per_gradient = _line_fit([float(g) for g in grads],
+                                       [s["ddp_us"] - s["plain_us"] for s in samples])
+    return {"ddp_cpu_us": per_step, "ddp_cpu_per_gradient_us": per_gradient, "samples": samples}
+
+
 def measure_network(dist: Any, torch: Any, max_bytes: int = 4 << 20, repeats: int = 20) -> NetworkCalibration:
     """The network of the current process group (every rank must call it):
-    the all-reduce fit and, on gloo, ``comm_cpu_share``."""
+    the all-reduce fit and, on gloo, ``comm_cpu_share`` and DDP's CPU work."""
     world = dist.get_world_size()
     backend = str(dist.get_backend())
     fit = fit_all_reduce(dist, torch, world, max_bytes, repeats)
@@ -741,6 +818,9 @@ def measure_network(dist: Any, torch: Any, max_bytes: int = 4 << 20, repeats: in
     if backend == "gloo":
         net.overlap = measure_comm_cpu_share(dist, torch, world, net.latency_us, net.bandwidth_gbps)
         net.comm_cpu_share = net.overlap["comm_cpu_share"]
+        net.ddp = measure_ddp_overhead(dist, torch)
+        net.ddp_cpu_us = net.ddp["ddp_cpu_us"]
+        net.ddp_cpu_per_gradient_us = net.ddp["ddp_cpu_per_gradient_us"]
     return net
 
 
@@ -775,7 +855,8 @@ def calibrate_network(world_size: int = 2, max_mb: float = 4, repeats: int = 20,
     call it, as for any collective): all-reduces on that group, its backend and
     size. Otherwise: ``world_size`` local processes joined by gloo over
     localhost (one thread each), the CPU data-parallel setting. On gloo it
-    also measures ``comm_cpu_share`` (see :func:`measure_comm_cpu_share`).
+    also measures ``comm_cpu_share`` (see :func:`measure_comm_cpu_share`) and
+    DDP's own CPU work (see :func:`measure_ddp_overhead`).
 
     Raises DaydreamError when PyTorch or torch.distributed is missing, the
     arguments are out of range, or the measuring processes fail or time out.

@@ -23,8 +23,13 @@ def test_calibrate_network_measures_gloo_between_local_processes() -> None:
     # gloo's collectives run on CPU threads: how much they take from compute is measured.
     assert 0 <= net.comm_cpu_share <= 1
     assert net.overlap["compute_ms"] > 0 and net.overlap["compute_with_collectives_ms"] > 0
+    # And DDP's own CPU work: measured on stacks of 2, 16 and 64 gradients.
+    assert [s["gradients"] for s in net.ddp["samples"]] == [2, 16, 64]
+    assert all(s["plain_us"] > 0 and s["ddp_us"] > 0 for s in net.ddp["samples"])
+    assert net.ddp_cpu_us >= 0 and net.ddp_cpu_per_gradient_us >= 0
     # Its options feed the communication passes.
-    assert set(net.options()) == {"latency_us", "bandwidth_gbps", "comm_cpu_share"}
+    assert set(net.options()) == {"latency_us", "bandwidth_gbps", "comm_cpu_share", "ddp_cpu_us",
+                                  "ddp_cpu_per_gradient_us"}
     names = {o["name"] for p in daydream.passes() if p["name"] == "data_parallel" for o in p["options"]}
     assert set(net.options()) <= names
 
@@ -75,6 +80,16 @@ def test_comm_cpu_share_is_the_collectives_time_the_computing_thread_loses(monke
     assert got["comm_cpu_share"] == pytest.approx(share, abs=1e-3)
     assert got["collectives"] == 10 and got["model_ms"] == pytest.approx(2.0, rel=1e-3)
     assert got["compute_ms"] == pytest.approx(40.0, rel=1e-3)  # 10 chunks of twice the all-reduce's model time
+
+
+@pytest.mark.parametrize("xs, ys, fit", [
+    ([2, 16, 64], [164.0, 256.0, 594.0], (147.7, 6.96)),  # DDP's extra time on this host, roughly
+    ([2, 16, 64], [300.0, 200.0, 100.0], (200.0, 0.0)),   # falling: no per-gradient cost, the mean per step
+    ([2, 16, 64], [0.0, 150.0, 630.0], (0.0, 9.81)),      # through zero rather than a negative intercept
+])
+def test_ddp_overhead_line_is_fitted_with_nonnegative_terms(xs, ys, fit) -> None:
+    got = calibrate._line_fit(xs, ys)
+    assert got == pytest.approx(fit, abs=0.1)
 
 
 @pytest.mark.parametrize("kwargs, message", [

@@ -38,6 +38,13 @@ std::vector<OptionSpec> NetworkOptions() {
        "fraction (0..1) of each collective's time that it takes from the CPU thread that issued it: 0 where "
        "collectives run beside compute (NCCL), up to 1 where they need the cores that compute (gloo on CPU ranks "
        "with no spare core; measured by daydream.calibrate_network)"},
+      {"ddp_cpu_us", OptionType::kDouble, "0",
+       "CPU time per iteration of DDP's own work (its forward wrapper, the reducer's per-iteration bookkeeping) on "
+       "the thread that issues the all-reduces, in microseconds (measured by daydream.calibrate_network on gloo)"},
+      {"ddp_cpu_per_gradient_us", OptionType::kDouble, "0",
+       "CPU time of DDP's reducer per gradient (its autograd hook, the copy into the bucket), in microseconds, "
+       "before the bucket's all-reduce on the thread that produced the bucket's last gradient (measured by "
+       "daydream.calibrate_network on gloo)"},
   };
 }
 
@@ -134,32 +141,26 @@ int32_t ProducerIn(const Tensor& t, int32_t iteration) {
   return -1;
 }
 
-// The part of `collective` (an inserted all-reduce) that runs on the CPU
-// thread that issued it: a task of `share` x its time, right after
-// `issuer` (the bucket's last gradient producer) on the issuer's thread, which
-// `consumer` waits for. The thread's later work waits for it too: that is the
-// contention. Returns its id. Error: the issuer is not on a CPU thread.
-absl::StatusOr<int32_t> InsertCpuShare(GraphEditor& editor, int32_t issuer, const Task& collective, double share,
-                                       int32_t consumer) {
+// A CPU task of the communication phase on the thread of `after`, right
+// after it, that `before` waits for; the thread's later work waits for it
+// too (that is the contention). Returns its id. Error, naming `option`:
+// `after` is not on a CPU thread.
+absl::StatusOr<int32_t> InsertOnIssuingThread(GraphEditor& editor, int32_t after, Task task, int32_t before,
+                                              std::string_view option) {
   Graph& graph = editor.graph();
-  const int32_t thread = graph.tasks[static_cast<size_t>(issuer)].resource;
+  const int32_t thread = graph.tasks[static_cast<size_t>(after)].resource;
   if (graph.resources[static_cast<size_t>(thread)].kind != ResourceKind::kCpuThread) {
     return absl::InvalidArgumentError(StrCat(
-        "comm_cpu_share is for collectives issued by CPU threads (gloo on CPU ranks), but gradient producer '",
-        graph.TaskName(issuer), "' runs on ", graph.Str(graph.resources[static_cast<size_t>(thread)].name),
-        ": leave comm_cpu_share at 0"));
+        option, " is for collectives issued by CPU threads (gloo on CPU ranks), but gradient producer '",
+        graph.TaskName(after), "' runs on ", graph.Str(graph.resources[static_cast<size_t>(thread)].name),
+        ": leave ", option, " at 0"));
   }
-  Task task;
   task.kind = TaskKind::kCpuOp;
   task.phase = Phase::kComm;
   task.resource = thread;
-  task.iteration = collective.iteration;
-  task.recorded_start_ns = collective.recorded_start_ns;
-  task.duration_ns = RoundNs(share * static_cast<double>(collective.duration_ns));
-  task.name = graph.strings.Intern(StrCat(graph.Str(collective.name), ": CPU share"));
   const int32_t id = editor.AddTask(task);
-  editor.InsertAfterOnResource(issuer, id);
-  editor.AddEdge(id, consumer, EdgeKind::kData);
+  editor.InsertAfterOnResource(after, id);
+  editor.AddEdge(id, before, EdgeKind::kData);
   return id;
 }
 
@@ -184,6 +185,7 @@ absl::StatusOr<int64_t> InsertAllReduces(Graph& graph, const AllReducePlan& plan
   int64_t report_bytes = 0;
   TimeNs report_time = 0;
   TimeNs report_cpu_share = 0;
+  TimeNs report_reducer = 0;
   for (int32_t it = 0; it < static_cast<int32_t>(graph.iterations.size()); ++it) {
     const std::vector<std::vector<int32_t>> buckets =
         BucketGradients(graph, it, grads, plan.bucket_mb, plan.first_bucket_mb);
@@ -229,10 +231,30 @@ absl::StatusOr<int64_t> InsertAllReduces(Graph& graph, const AllReducePlan& plan
         editor.AddEdge(ProducerIn(graph.tensors[static_cast<size_t>(t)], it), id, EdgeKind::kData);
       }
       editor.AddEdge(id, consumer, EdgeKind::kData);
+      // What runs on the issuing thread, in order after the bucket's last
+      // gradient: DDP's reducer work (the all-reduce waits for it), then the
+      // collective's CPU share (the optimizer waits for it).
+      int32_t issuer = last_producer;
+      const double reducer_us = plan.ddp_cpu_per_gradient_us * static_cast<double>(buckets[b].size()) +
+                                (b == 0 ? plan.ddp_cpu_us : 0.0);
+      if (reducer_us > 0) {
+        Task reducer;
+        reducer.iteration = it;
+        reducer.recorded_start_ns = ready_order;
+        reducer.duration_ns = RoundNs(reducer_us * 1e3);
+        reducer.name = graph.strings.Intern(StrCat("DDP reducer: bucket ", b, " (", buckets[b].size(), " gradients)"));
+        DD_ASSIGN_OR_RETURN(issuer, InsertOnIssuingThread(editor, last_producer, reducer, id,
+                                                          plan.ddp_cpu_us > 0 ? "ddp_cpu_us" : "ddp_cpu_per_gradient_us"));
+        if (report) report_reducer += reducer.duration_ns;
+      }
       if (plan.comm_cpu_share > 0) {
-        DD_ASSIGN_OR_RETURN(const int32_t share,
-                            InsertCpuShare(editor, last_producer, task, plan.comm_cpu_share, consumer));
-        if (report) report_cpu_share += graph.tasks[static_cast<size_t>(share)].duration_ns;
+        Task share;
+        share.iteration = it;
+        share.recorded_start_ns = ready_order;
+        share.duration_ns = RoundNs(plan.comm_cpu_share * static_cast<double>(task.duration_ns));
+        share.name = graph.strings.Intern(StrCat(graph.Str(task.name), ": CPU share"));
+        DD_RETURN_IF_ERROR(InsertOnIssuingThread(editor, issuer, share, consumer, "comm_cpu_share").status());
+        if (report) report_cpu_share += share.duration_ns;
       }
       ++inserted;
     }
@@ -250,6 +272,11 @@ absl::StatusOr<int64_t> InsertAllReduces(Graph& graph, const AllReducePlan& plan
                       plan.comm_cpu_share > 0
                           ? StrCat(", ", static_cast<double>(report_cpu_share) / 1e6, " ms of it on the CPU thread "
                                    "that issues it (comm_cpu_share ", plan.comm_cpu_share, ")")
+                          : std::string(),
+                      report_reducer > 0
+                          ? StrCat("; DDP's reducer ", static_cast<double>(report_reducer) / 1e6,
+                                   " ms per iteration on that thread before the all-reduces (ddp_cpu_us ",
+                                   plan.ddp_cpu_us, ", ddp_cpu_per_gradient_us ", plan.ddp_cpu_per_gradient_us, ")")
                           : std::string()));
   return inserted;
 }
@@ -313,6 +340,14 @@ absl::StatusOr<AllReducePlan> PlanFrom(const PassOptions& options, const Graph& 
   plan.comm_cpu_share = options.Double("comm_cpu_share");
   if (!(plan.comm_cpu_share >= 0 && plan.comm_cpu_share <= 1)) {
     return absl::InvalidArgumentError(StrCat("comm_cpu_share must be in [0, 1], got ", plan.comm_cpu_share));
+  }
+  plan.ddp_cpu_us = options.Double("ddp_cpu_us");
+  plan.ddp_cpu_per_gradient_us = options.Double("ddp_cpu_per_gradient_us");
+  for (const auto& [option, value] : {std::pair<const char*, double>{"ddp_cpu_us", plan.ddp_cpu_us},
+                                      {"ddp_cpu_per_gradient_us", plan.ddp_cpu_per_gradient_us}}) {
+    if (!(value >= 0 && value <= 1e9)) {
+      return absl::InvalidArgumentError(StrCat(option, " must be in [0, 1e9] microseconds, got ", value));
+    }
   }
   return plan;
 }
@@ -389,6 +424,13 @@ class TensorFusionPass : public Pass {
     DD_ASSIGN_OR_RETURN(std::vector<int32_t> grads, Gradients(graph, options_.Double("gradient_mb")));
     DD_ASSIGN_OR_RETURN(AllReducePlan plan, PlanFrom(options_, graph, world, samples));
     if (plan.comm_cpu_share <= 0 || old.empty()) issues.clear();
+    if (!old.empty() && (plan.ddp_cpu_us > 0 || plan.ddp_cpu_per_gradient_us > 0)) {
+      // The recorded graph already holds DDP's reducer work (its hooks stay,
+      // one per gradient, whatever the buckets).
+      plan.ddp_cpu_us = plan.ddp_cpu_per_gradient_us = 0;
+      context.Note("tensor_fusion: ddp_cpu_us and ddp_cpu_per_gradient_us ignored: the recorded graph already "
+                   "holds DDP's reducer work");
+    }
     if (!old.empty()) {
       GraphEditor editor(graph);
       for (int32_t t : old) DD_RETURN_IF_ERROR(editor.RemoveTask(t, /*keep_gap=*/false));
@@ -452,8 +494,9 @@ PassInfo DataParallelPassInfo() {
       "for all of them. Time per all-reduce from the alpha-beta model (ring 2(N-1)a + 2(N-1)/N b/B; tree "
       "2 log2(N) a + 2 b/B). Where collectives need the cores that compute (gloo on CPU ranks), comm_cpu_share "
       "of each all-reduce's time also runs on the thread that issued it, after the bucket's last gradient, and "
-      "delays what that thread does next. With buffer_bytes, DDP's buffer broadcast blocks the CPU thread before "
-      "every forward. Sources: Daydream (ATC'20) data-parallel model, PyTorch DDP bucketing and "
+      "delays what that thread does next; with ddp_cpu_us and ddp_cpu_per_gradient_us, DDP's own CPU work (per "
+      "iteration, and per gradient in the bucket) runs there before each bucket's all-reduce. With buffer_bytes, "
+      "DDP's buffer broadcast blocks the CPU thread before every forward. Sources: Daydream (ATC'20) data-parallel model, PyTorch DDP bucketing and "
       "broadcast_buffers.";
   info.options = {
       {"world_size", OptionType::kInt, "8", "number of data-parallel ranks (1: no change)"},

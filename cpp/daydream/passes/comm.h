@@ -29,6 +29,11 @@ struct AllReducePlan {
   // stream and links), more where they need the cores that compute (gloo on
   // CPU ranks with no spare core; daydream.calibrate_network measures it).
   double comm_cpu_share = 0;
+  // DDP's own CPU work on the issuing thread, in microseconds: per iteration
+  // (on its first bucket) and per gradient (on the gradient's bucket), before
+  // the bucket's all-reduce (daydream.calibrate_network measures both on gloo).
+  double ddp_cpu_us = 0;
+  double ddp_cpu_per_gradient_us = 0;
 };
 
 // Gradient buckets of one iteration: lists of tensor ids in ready order.

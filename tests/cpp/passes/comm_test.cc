@@ -11,6 +11,7 @@
 #include <catch2/catch.hpp>
 
 #include "daydream/analysis/predict.h"
+#include "daydream/base/strings.h"
 #include "daydream/graph/builder.h"
 #include "daydream/passes/editor.h"
 #include "daydream/sim/simulator.h"
@@ -194,6 +195,13 @@ struct TrainingGraph {
     return out;
   }
 };
+
+// The simulated makespan of `g`; REQUIREs the simulation to succeed.
+TimeNs Makespan(const Graph& g) {
+  absl::StatusOr<Schedule> s = Simulate(g);
+  REQUIRE(s.ok());
+  return s->makespan_ns;
+}
 
 // Runs pass `name` with `options` on `g`; REQUIREs it to succeed.
 bool RunOk(const std::string& name, const OptionMap& options, Graph& g, PassContext* context = nullptr) {
@@ -602,11 +610,7 @@ TEST_CASE("data_parallel with comm_cpu_share runs that share of each all-reduce 
   CHECK_THAT(context.notes[0], Catch::Contains("comm_cpu_share 0.5"));
   // The backward work after a bucket waits for its CPU share: the step is
   // longer than with the all-reduces beside compute.
-  absl::StatusOr<Schedule> a = Simulate(shared.g);
-  absl::StatusOr<Schedule> b = Simulate(beside.g);
-  REQUIRE(a.ok());
-  REQUIRE(b.ok());
-  CHECK(a->makespan_ns > b->makespan_ns);
+  CHECK(Makespan(shared.g) > Makespan(beside.g));
 }
 
 TEST_CASE("data_parallel refuses comm_cpu_share where gradients are produced on a GPU", "[comm]") {
@@ -614,6 +618,63 @@ TEST_CASE("data_parallel refuses comm_cpu_share where gradients are produced on 
   const absl::Status s = RunError("data_parallel", {{"world_size", "2"}, {"comm_cpu_share", "0.5"}}, t.g);
   CHECK(s.code() == absl::StatusCode::kInvalidArgument);
   CHECK_THAT(std::string(s.message()), Catch::Contains("CPU threads") && Catch::Contains("stream 7"));
+}
+
+TEST_CASE("data_parallel with ddp_cpu options runs DDP's reducer work on the issuing thread before each all-reduce",
+          "[comm]") {
+  TrainingGraphOptions o;
+  o.gpu = false;  // gloo on CPU ranks
+  o.gpu_optimizer = false;
+  o.grad_bytes = {4096, 4096, 4096};
+  TrainingGraph ddp(o), plain(o);
+  PassContext context;
+  const OptionMap common = {{"world_size", "2"}, {"bucket_mb", "0"}, {"network", "ethernet10"},
+                                 {"comm_cpu_share", "0.5"}};
+  OptionMap with = common;
+  with["ddp_cpu_us"] = "150";
+  with["ddp_cpu_per_gradient_us"] = "7";
+  REQUIRE(RunOk("data_parallel", with, ddp.g, &context));
+  REQUIRE(RunOk("data_parallel", common, plain.g));
+  const std::vector<int32_t> inserted = Inserted(ddp.g);
+  REQUIRE(inserted.size() == 6);  // one bucket per gradient, 3 gradients, 2 iterations
+  const std::vector<int32_t> chain = ChainOf(ddp.g, ddp.gpu);
+  for (size_t i = 0; i < inserted.size(); ++i) {
+    INFO(ddp.g.TaskName(inserted[i]));
+    const int32_t producer = ddp.producers[i / 3][i % 3];
+    // producer -> reducer -> the all-reduce's CPU share, on the producer's thread.
+    const auto at = std::find(chain.begin(), chain.end(), producer);
+    REQUIRE(at + 2 < chain.end());
+    const int32_t reducer = *(at + 1);
+    const Task& r = ddp.g.tasks[static_cast<size_t>(reducer)];
+    CHECK(ddp.g.TaskName(reducer) == StrCat("DDP reducer: bucket ", i % 3, " (1 gradients)"));
+    CHECK(r.kind == TaskKind::kCpuOp);
+    CHECK(r.phase == Phase::kComm);
+    // The per-iteration part on the first bucket, the per-gradient part on each.
+    CHECK(r.duration_ns == (i % 3 == 0 ? 157'000 : 7'000));
+    CHECK(HasEdge(ddp.g, reducer, inserted[i], EdgeKind::kData));  // the all-reduce waits for it
+    CHECK(ddp.g.TaskName(*(at + 2)) == std::string(ddp.g.TaskName(inserted[i])) + ": CPU share");
+  }
+  CHECK(ValidateResourceChains(ddp.g).ok());
+  REQUIRE(!context.notes.empty());
+  CHECK_THAT(context.notes[0], Catch::Contains("DDP's reducer 0.171 ms per iteration"));
+  CHECK(Makespan(ddp.g) > Makespan(plain.g));
+}
+
+TEST_CASE("data_parallel checks the ddp_cpu options", "[comm]") {
+  SECTION("out of range") {
+    TrainingGraph t;
+    for (const char* option : {"ddp_cpu_us", "ddp_cpu_per_gradient_us"}) {
+      const absl::Status s = RunError("data_parallel", {{"world_size", "2"}, {option, "-1"}}, t.g);
+      CHECK(s.code() == absl::StatusCode::kInvalidArgument);
+      CHECK_THAT(std::string(s.message()), Catch::Contains(option) && Catch::Contains("[0, 1e9]"));
+    }
+  }
+  SECTION("gradients produced on a GPU") {
+    TrainingGraph t;
+    const absl::Status s = RunError("data_parallel", {{"world_size", "2"}, {"ddp_cpu_per_gradient_us", "5"}}, t.g);
+    CHECK(s.code() == absl::StatusCode::kInvalidArgument);
+    CHECK_THAT(std::string(s.message()), Catch::Contains("ddp_cpu_per_gradient_us is for collectives issued by CPU"));
+  }
 }
 
 TEST_CASE("data_parallel with buffer_bytes broadcasts the buffers before every forward, blocking it", "[comm]") {
@@ -699,6 +760,36 @@ TEST_CASE("tensor_fusion with comm_cpu_share replaces the calls that issued the 
   TrainingGraph beside(o);
   REQUIRE(RunOk("tensor_fusion", {{"network", "ethernet10"}}, beside.g));
   CHECK(issue_calls(beside.g).size() == 6);
+}
+
+TEST_CASE("tensor_fusion leaves DDP's reducer work to the recorded graph, and models it on a single-device one",
+          "[comm]") {
+  auto reducers = [](const Graph& g) {
+    int n = 0;
+    for (size_t i = 0; i < g.tasks.size(); ++i) n += StartsWith(g.TaskName(static_cast<int32_t>(i)), "DDP reducer") ? 1 : 0;
+    return n;
+  };
+  TrainingGraphOptions o;
+  o.gpu = false;
+  o.gpu_optimizer = false;
+  const OptionMap options = {{"network", "ethernet10"}, {"ddp_cpu_us", "100"}, {"ddp_cpu_per_gradient_us", "5"}};
+  SECTION("recorded data-parallel: already in the trace") {
+    o.recorded_world = 2;
+    TrainingGraph t(o);
+    PassContext context;
+    REQUIRE(RunOk("tensor_fusion", options, t.g, &context));
+    CHECK(reducers(t.g) == 0);
+    bool noted = false;
+    for (const std::string& note : context.notes) noted = noted || note.find("ddp_cpu_us and ddp_cpu_per_gradient_us ignored") != std::string::npos;
+    CHECK(noted);
+  }
+  SECTION("single-device, as data_parallel") {
+    TrainingGraph t(o);
+    OptionMap single = options;
+    single["world_size"] = "2";
+    REQUIRE(RunOk("tensor_fusion", single, t.g));
+    CHECK(reducers(t.g) > 0);
+  }
 }
 
 TEST_CASE("tensor_fusion on a single-device graph needs world_size", "[comm]") {

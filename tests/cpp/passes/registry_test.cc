@@ -198,8 +198,9 @@ TEST_CASE("the communication passes declare the options their docs promise", "[r
     for (const OptionSpec& s : info.options) out.insert(s.name);
     return out;
   };
-  const std::set<std::string> comm = {"world_size", "bucket_mb",      "first_bucket_mb", "gradient_mb",   "algorithm",
-                                      "network",    "bandwidth_gbps", "latency_us",      "comm_cpu_share"};
+  const std::set<std::string> comm = {"world_size",     "bucket_mb",  "first_bucket_mb", "gradient_mb",
+                                      "algorithm",      "network",    "bandwidth_gbps",  "latency_us",
+                                      "comm_cpu_share", "ddp_cpu_us", "ddp_cpu_per_gradient_us"};
   std::set<std::string> data_parallel = comm;
   data_parallel.insert("buffer_bytes");  // DDP's buffer broadcast: only a single-device graph lacks it
   REQUIRE(FindPass("data_parallel") != nullptr);
