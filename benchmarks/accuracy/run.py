@@ -75,7 +75,7 @@ TARGET_MEDIAN, TARGET_MAX = 5.0, 15.0
 # fused_optimizer with its operator and bandwidth model instead of the
 # measured step factor.
 ALTERNATIVE_PREDICTIONS = ("prediction_trace_fit", "prediction_gemm_ratio", "prediction_beside_compute",
-                           "prediction_op_model")
+                           "prediction_op_model", "prediction_no_gap")
 MIB = 1024 * 1024
 # glibc serves allocations from 128 kB up with mmap until a free raises its
 # threshold, and trims the heap's top: whether a step's large tensors fault
@@ -311,6 +311,7 @@ def ddp_rank(rank: int, world: int, port: int, exp: str, name: str, a: argparse.
                 out["prediction"] = predict(prof, "data_parallel", options)
                 out["prediction_beside_compute"] = predict(prof, "data_parallel",
                                                            {**options, "comm_cpu_share": 0, "buffer_bytes": 0})
+                out["prediction_no_gap"] = predict(prof, "data_parallel", {**options, "gap_latency": ""})
                 out["network"] = dataclasses.asdict(net)
                 out["config"] = {"batch": batch, "baseline": "1 process, 1 thread",
                                  "optimized": f"DDP, {world} processes (gloo), default buckets",
@@ -352,6 +353,7 @@ def ddp_rank(rank: int, world: int, port: int, exp: str, name: str, a: argparse.
                 options.update(network_options(net))
                 out["prediction"] = predict(prof, "tensor_fusion", options)
                 out["prediction_beside_compute"] = predict(prof, "tensor_fusion", {**options, "comm_cpu_share": 0})
+                out["prediction_no_gap"] = predict(prof, "tensor_fusion", {**options, "gap_latency": ""})
                 out["network"] = dataclasses.asdict(net)
                 out["config"] = {"batch": batch, "baseline": f"DDP x{world}, bucket_cap_mb={small:g}",
                                  "optimized": f"DDP x{world}, bucket_cap_mb={big:g}", "gradient_mb": round(gmb, 3)}
@@ -366,7 +368,7 @@ def ddp_rank(rank: int, world: int, port: int, exp: str, name: str, a: argparse.
 
 def network_options(net: Any) -> Dict[str, float]:
     """The calibrated network's pass options (latency, bandwidth, CPU share, DDP's CPU work), rounded for the table."""
-    return {k: round(v, 4) for k, v in net.options().items()}
+    return {k: round(v, 4) if isinstance(v, float) else v for k, v in net.options().items()}
 
 
 def free_port() -> int:
@@ -525,7 +527,11 @@ def table(rows: List[Dict[str, Any]], meta: Dict[str, Any]) -> str:
         if net and "skipped" not in r:
             extra.append(f"- {r['experiment']} on {r['model']}: gloo all-reduce calibrated in the same job to "
                          f"{net['latency_us']:.0f} us per step and {net['bandwidth_gbps']:.2f} GB/s (ring model), "
-                         f"comm_cpu_share {net.get('comm_cpu_share', 0.0):.2f}"
+                         f"comm_cpu_share {net.get('comm_cpu_share', 0.0):.2f}, DDP's CPU work "
+                         f"{net.get('ddp_cpu_us', 0.0):.0f} us + {net.get('ddp_cpu_per_gradient_us', 0.0):.1f} us per "
+                         f"gradient, gap_latency (us after us of compute) {net.get('gap_latency') or 'none'}"
+                         + (f"; without gap_latency the prediction is {r['prediction_no_gap']['predicted_ms']:.3f} ms "
+                            f"({r['prediction_no_gap']['error_pct']:+.1f}%)" if r.get("prediction_no_gap") else "")
                          + (f"; with the pass's default network (fitted to the trace's gloo:all_reduce spans) the "
                             f"prediction is {r['prediction_trace_fit']['predicted_ms']:.3f} ms "
                             f"({r['prediction_trace_fit']['error_pct']:+.1f}%)" if r.get("prediction_trace_fit") else "")

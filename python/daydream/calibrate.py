@@ -621,12 +621,16 @@ class NetworkCalibration:
     ddp_cpu_us: float = 0.0
     ddp_cpu_per_gradient_us: float = 0.0
     ddp: Dict[str, Any] = dataclasses.field(default_factory=dict)  # how they were measured
+    #: An all-reduce's extra time after a stretch of compute, as the passes'
+    #: ``gap_latency`` ("GAP_US:EXTRA_US;..."; measured on gloo, see measure_gap_latency).
+    gap_latency: str = ""
+    gaps: Dict[str, Any] = dataclasses.field(default_factory=dict)  # how it was measured
 
-    def options(self) -> Dict[str, float]:
+    def options(self) -> Dict[str, Any]:
         """The options this calibration sets for ``data_parallel`` and ``tensor_fusion``."""
         return {"latency_us": self.latency_us, "bandwidth_gbps": self.bandwidth_gbps,
                 "comm_cpu_share": self.comm_cpu_share, "ddp_cpu_us": self.ddp_cpu_us,
-                "ddp_cpu_per_gradient_us": self.ddp_cpu_per_gradient_us}
+                "ddp_cpu_per_gradient_us": self.ddp_cpu_per_gradient_us, "gap_latency": self.gap_latency}
 
 
 def fit_all_reduce(dist: Any, torch: Any, world_size: int, max_bytes: int = 4 << 20,
@@ -808,9 +812,56 @@ def measure_ddp_overhead(dist: Any, torch: Any, layers: Sequence[int] = (1, 8, 3
     return {"ddp_cpu_us": per_step, "ddp_cpu_per_gradient_us": per_gradient, "samples": samples}
 
 
+def measure_gap_latency(dist: Any, torch: Any, gaps_ms: Sequence[float] = (0.5, 1, 2, 4, 8),
+                        nbytes: int = 4096, repeats: int = 60) -> Dict[str, Any]:
+    """How much longer an all-reduce takes after a stretch of compute than
+    back to back, on the current process group (every rank must call it), as
+    the communication passes' ``gap_latency``.
+
+    Each repeat times one blocking all-reduce of ``nbytes`` right after the
+    one before it, and one after each of ``gaps_ms`` of 128 x 128 matmuls on
+    every rank. The extra at a gap is its mean time less the back-to-back mean
+    (means, as ``fit_all_reduce`` keeps: the network model already holds the
+    back-to-back time), at least 0 and at least the extra of a shorter gap.
+    On gloo between CPU processes its threads sleep while the rank computes,
+    and waking them costs more the longer they slept: on a 2-vCPU host a
+    4 kB all-reduce took 1.6 ms back to back and 2.8 ms after 4 ms of
+    matmuls (means)."""
+    a = torch.randn(128, 128)
+    t0 = time.perf_counter()
+    for _ in range(20):
+        torch.mm(a, a)
+    mm_s = max((time.perf_counter() - t0) / 20, 1e-7)
+    buf = torch.ones(nbytes // 4)
+    gaps = [0.0] + [float(g) for g in gaps_ms]
+    times: Dict[float, List[float]] = {g: [] for g in gaps}
+    dist.barrier()
+    for r in range(2 + repeats):
+        for g in gaps:
+            for _ in range(int(g * 1e-3 / mm_s)):
+                torch.mm(a, a)
+            start = time.perf_counter()
+            dist.all_reduce(buf)
+            if r >= 2:
+                times[g].append(time.perf_counter() - start)
+    means = {g: statistics.fmean(times[g]) for g in gaps}
+    points = []
+    extra = 0.0
+    for g in gaps[1:]:
+        extra = max(extra, (means[g] - means[0.0]) * 1e6)
+        points.append((g * 1e3, extra))
+    return {
+        "gap_latency": ";".join(f"{gap:g}:{e:.1f}" for gap, e in points),
+        "bytes": nbytes,
+        "mean_ms": {f"{g:g}": means[g] * 1e3 for g in gaps},
+        "median_ms": {f"{g:g}": statistics.median(times[g]) * 1e3 for g in gaps},
+    }
+
+
 def measure_network(dist: Any, torch: Any, max_bytes: int = 4 << 20, repeats: int = 20) -> NetworkCalibration:
     """The network of the current process group (every rank must call it):
-    the all-reduce fit and, on gloo, ``comm_cpu_share`` and DDP's CPU work."""
+    the all-reduce fit and, on gloo, ``comm_cpu_share``, ``gap_latency`` and
+    DDP's CPU work."""
     world = dist.get_world_size()
     backend = str(dist.get_backend())
     fit = fit_all_reduce(dist, torch, world, max_bytes, repeats)
@@ -818,6 +869,8 @@ def measure_network(dist: Any, torch: Any, max_bytes: int = 4 << 20, repeats: in
     if backend == "gloo":
         net.overlap = measure_comm_cpu_share(dist, torch, world, net.latency_us, net.bandwidth_gbps)
         net.comm_cpu_share = net.overlap["comm_cpu_share"]
+        net.gaps = measure_gap_latency(dist, torch)
+        net.gap_latency = net.gaps["gap_latency"]
         net.ddp = measure_ddp_overhead(dist, torch)
         net.ddp_cpu_us = net.ddp["ddp_cpu_us"]
         net.ddp_cpu_per_gradient_us = net.ddp["ddp_cpu_per_gradient_us"]
@@ -855,8 +908,9 @@ def calibrate_network(world_size: int = 2, max_mb: float = 4, repeats: int = 20,
     call it, as for any collective): all-reduces on that group, its backend and
     size. Otherwise: ``world_size`` local processes joined by gloo over
     localhost (one thread each), the CPU data-parallel setting. On gloo it
-    also measures ``comm_cpu_share`` (see :func:`measure_comm_cpu_share`) and
-    DDP's own CPU work (see :func:`measure_ddp_overhead`).
+    also measures ``comm_cpu_share`` (see :func:`measure_comm_cpu_share`),
+    ``gap_latency`` (see :func:`measure_gap_latency`) and DDP's own CPU work
+    (see :func:`measure_ddp_overhead`).
 
     Raises DaydreamError when PyTorch or torch.distributed is missing, the
     arguments are out of range, or the measuring processes fail or time out.

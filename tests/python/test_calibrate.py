@@ -27,9 +27,13 @@ def test_calibrate_network_measures_gloo_between_local_processes() -> None:
     assert [s["gradients"] for s in net.ddp["samples"]] == [2, 16, 64]
     assert all(s["plain_us"] > 0 and s["ddp_us"] > 0 for s in net.ddp["samples"])
     assert net.ddp_cpu_us >= 0 and net.ddp_cpu_per_gradient_us >= 0
+    # And an all-reduce's extra time after compute, as increasing points.
+    points = [tuple(map(float, p.split(":"))) for p in net.gap_latency.split(";")]
+    assert [g for g, _ in points] == [500, 1000, 2000, 4000, 8000]
+    assert all(e >= 0 for _, e in points) and [e for _, e in points] == sorted(e for _, e in points)
     # Its options feed the communication passes.
     assert set(net.options()) == {"latency_us", "bandwidth_gbps", "comm_cpu_share", "ddp_cpu_us",
-                                  "ddp_cpu_per_gradient_us"}
+                                  "ddp_cpu_per_gradient_us", "gap_latency"}
     names = {o["name"] for p in daydream.passes() if p["name"] == "data_parallel" for o in p["options"]}
     assert set(net.options()) <= names
 
@@ -80,6 +84,28 @@ def test_comm_cpu_share_is_the_collectives_time_the_computing_thread_loses(monke
     assert got["comm_cpu_share"] == pytest.approx(share, abs=1e-3)
     assert got["collectives"] == 10 and got["model_ms"] == pytest.approx(2.0, rel=1e-3)
     assert got["compute_ms"] == pytest.approx(40.0, rel=1e-3)  # 10 chunks of twice the all-reduce's model time
+
+
+class _SleepyHost(_FakeHost):
+    """An all-reduce takes 1 ms, and 0.5 ms more when the rank computed for
+    more than 3 ms since the last one ended (its threads fell asleep)."""
+
+    def __init__(self) -> None:
+        super().__init__(0.0)
+        self.last_end = 0.0
+
+    def all_reduce(self, buf, async_op: bool = False):
+        self.now += 1e-3 + (0.5e-3 if self.now - self.last_end > 3e-3 else 0.0)
+        self.last_end = self.now
+        return self
+
+
+def test_gap_latency_is_the_extra_time_of_an_all_reduce_after_compute(monkeypatch) -> None:
+    host = _SleepyHost()
+    monkeypatch.setattr(calibrate, "time", host)
+    got = calibrate.measure_gap_latency(host, host, repeats=3)
+    assert got["gap_latency"] == "500:0.0;1000:0.0;2000:0.0;4000:500.0;8000:500.0"
+    assert got["mean_ms"]["0"] == pytest.approx(1.0) and got["mean_ms"]["8"] == pytest.approx(1.5)
 
 
 @pytest.mark.parametrize("xs, ys, fit", [

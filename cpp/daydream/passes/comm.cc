@@ -7,10 +7,13 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_split.h"
 #include "daydream/base/status_macros.h"
 #include "daydream/base/strings.h"
 #include "daydream/base/time.h"
 #include "daydream/passes/editor.h"
+#include "daydream/sim/simulator.h"
 
 namespace daydream {
 namespace {
@@ -38,6 +41,12 @@ std::vector<OptionSpec> NetworkOptions() {
        "fraction (0..1) of each collective's time that it takes from the CPU thread that issued it: 0 where "
        "collectives run beside compute (NCCL), up to 1 where they need the cores that compute (gloo on CPU ranks "
        "with no spare core; measured by daydream.calibrate_network)"},
+      {"gap_latency", OptionType::kString, "",
+       "extra time of a collective that follows a stretch of compute on its rank, as GAP_US:EXTRA_US points "
+       "separated by ';' (\"1000:100;4000:1200\"): linear between them, from 0 at no gap, flat after the last. "
+       "The gap is the time since the rank's previous bucket was ready, from a replay of the graph before the "
+       "pass. Where collectives run on CPU threads that sleep between them (gloo), waking them costs more after "
+       "longer compute; daydream.calibrate_network measures it on gloo (empty: none)"},
       {"ddp_cpu_us", OptionType::kDouble, "0",
        "CPU time per iteration of DDP's own work (its forward wrapper, the reducer's per-iteration bookkeeping) on "
        "the thread that issues the all-reduces, in microseconds (measured by daydream.calibrate_network on gloo)"},
@@ -53,6 +62,25 @@ bool HasGpuWork(const Graph& g) {
     if (r.kind == ResourceKind::kGpuStream) return true;
   }
   return false;
+}
+
+// "GAP_US:EXTRA_US;..." -> points with increasing gaps. Error: a bad point.
+absl::StatusOr<std::vector<std::pair<double, double>>> ParseGapLatency(const std::string& text) {
+  std::vector<std::pair<double, double>> points;
+  for (absl::string_view entry : absl::StrSplit(text, ';', absl::SkipWhitespace())) {
+    const std::vector<absl::string_view> parts = absl::StrSplit(entry, ':');
+    double gap = 0;
+    double extra = 0;
+    if (parts.size() != 2 || !absl::SimpleAtod(parts[0], &gap) || !absl::SimpleAtod(parts[1], &extra) ||
+        !std::isfinite(gap) || !std::isfinite(extra) || gap <= 0 || extra < 0 || gap > 1e12 || extra > 1e9 ||
+        (!points.empty() && gap <= points.back().first)) {
+      return absl::InvalidArgumentError(StrCat(
+          "gap_latency: bad point '", std::string(entry),
+          "' (expected GAP_US:EXTRA_US, gaps > 0 and increasing, extras >= 0, points separated by ';')"));
+    }
+    points.emplace_back(gap, extra);
+  }
+  return points;
 }
 
 absl::StatusOr<NetworkModel> ResolveNetwork(const PassOptions& options, const Graph& graph,
@@ -170,6 +198,13 @@ absl::StatusOr<int64_t> InsertAllReduces(Graph& graph, const AllReducePlan& plan
   if (graph.iterations.empty()) {
     return absl::FailedPreconditionError("the graph has no iterations to place communication in");
   }
+  // gap_latency's gaps come from a replay before any edit (task ids stay
+  // valid while the editor adds tasks, until Commit).
+  Schedule replay;
+  if (!plan.gap_latency.empty()) {
+    if (!graph.has_adjacency()) graph.BuildAdjacency();
+    DD_ASSIGN_OR_RETURN(replay, Simulate(graph));
+  }
   GraphEditor editor(graph);
   Resource channel;
   channel.kind = ResourceKind::kCommChannel;
@@ -186,6 +221,8 @@ absl::StatusOr<int64_t> InsertAllReduces(Graph& graph, const AllReducePlan& plan
   TimeNs report_time = 0;
   TimeNs report_cpu_share = 0;
   TimeNs report_reducer = 0;
+  TimeNs report_gap_extra = 0;
+  TimeNs previous_ready = -1;  // replayed: when the previous iteration's last bucket was ready
   for (int32_t it = 0; it < static_cast<int32_t>(graph.iterations.size()); ++it) {
     const std::vector<std::vector<int32_t>> buckets =
         BucketGradients(graph, it, grads, plan.bucket_mb, plan.first_bucket_mb);
@@ -199,6 +236,25 @@ absl::StatusOr<int64_t> InsertAllReduces(Graph& graph, const AllReducePlan& plan
     const int32_t consumer = Consumer(graph, it, first_producer);
     const bool report = report_buckets == 0;
     if (report) report_buckets = buckets.size();
+    // Replayed ready times, and each bucket's gap: since the bucket before
+    // it, or for the first, since the previous iteration's last (in the
+    // first iteration: the iteration's length less its buckets' spread).
+    std::vector<TimeNs> gap_ns(buckets.size(), 0);
+    if (!plan.gap_latency.empty()) {
+      std::vector<TimeNs> ready(buckets.size(), 0);
+      for (size_t b = 0; b < buckets.size(); ++b) {
+        for (int32_t t : buckets[b]) {
+          const int32_t p = ProducerIn(graph.tensors[static_cast<size_t>(t)], it);
+          ready[b] = std::max(ready[b], replay.end_ns[static_cast<size_t>(p)]);
+        }
+      }
+      const Iteration& iteration = graph.iterations[static_cast<size_t>(it)];
+      const TimeNs length = replay.end_ns[static_cast<size_t>(iteration.end_task)] -
+                            replay.start_ns[static_cast<size_t>(iteration.begin_task)];
+      gap_ns[0] = previous_ready >= 0 ? ready[0] - previous_ready : length - (ready.back() - ready[0]);
+      for (size_t b = 1; b < buckets.size(); ++b) gap_ns[b] = ready[b] - ready[b - 1];
+      previous_ready = ready.back();
+    }
     for (size_t b = 0; b < buckets.size(); ++b) {
       int64_t bytes = 0;
       TimeNs ready_order = 0;
@@ -218,11 +274,15 @@ absl::StatusOr<int64_t> InsertAllReduces(Graph& graph, const AllReducePlan& plan
       task.iteration = it;
       task.bytes = bytes;
       task.recorded_start_ns = ready_order;
-      task.duration_ns = CollectiveTime(Collective::kAllReduce, plan.algorithm, bytes, plan.world_size, plan.network);
+      const TimeNs wire = CollectiveTime(Collective::kAllReduce, plan.algorithm, bytes, plan.world_size, plan.network);
+      const TimeNs gap_extra =
+          RoundNs(GapExtraUs(plan.gap_latency, static_cast<double>(std::max<TimeNs>(gap_ns[b], 0)) / 1e3) * 1e3);
+      task.duration_ns = wire + gap_extra;
       task.name = graph.strings.Intern(StrCat("all_reduce bucket ", b, " (", Mb(static_cast<double>(bytes)), ")"));
       if (report) {
         report_bytes += bytes;
         report_time += task.duration_ns;
+        report_gap_extra += gap_extra;
       }
       const int32_t id = editor.AddTask(task);
       if (previous >= 0) editor.AddEdge(previous, id, EdgeKind::kSequential);
@@ -251,7 +311,7 @@ absl::StatusOr<int64_t> InsertAllReduces(Graph& graph, const AllReducePlan& plan
         Task share;
         share.iteration = it;
         share.recorded_start_ns = ready_order;
-        share.duration_ns = RoundNs(plan.comm_cpu_share * static_cast<double>(task.duration_ns));
+        share.duration_ns = RoundNs(plan.comm_cpu_share * static_cast<double>(wire));  // waiting takes no CPU
         share.name = graph.strings.Intern(StrCat(graph.Str(task.name), ": CPU share"));
         DD_RETURN_IF_ERROR(InsertOnIssuingThread(editor, issuer, share, consumer, "comm_cpu_share").status());
         if (report) report_cpu_share += share.duration_ns;
@@ -272,6 +332,10 @@ absl::StatusOr<int64_t> InsertAllReduces(Graph& graph, const AllReducePlan& plan
                       plan.comm_cpu_share > 0
                           ? StrCat(", ", static_cast<double>(report_cpu_share) / 1e6, " ms of it on the CPU thread "
                                    "that issues it (comm_cpu_share ", plan.comm_cpu_share, ")")
+                          : std::string(),
+                      report_gap_extra > 0
+                          ? StrCat(" (", static_cast<double>(report_gap_extra) / 1e6,
+                                   " ms of it for the compute before each all-reduce, gap_latency)")
                           : std::string(),
                       report_reducer > 0
                           ? StrCat("; DDP's reducer ", static_cast<double>(report_reducer) / 1e6,
@@ -341,6 +405,7 @@ absl::StatusOr<AllReducePlan> PlanFrom(const PassOptions& options, const Graph& 
   if (!(plan.comm_cpu_share >= 0 && plan.comm_cpu_share <= 1)) {
     return absl::InvalidArgumentError(StrCat("comm_cpu_share must be in [0, 1], got ", plan.comm_cpu_share));
   }
+  DD_ASSIGN_OR_RETURN(plan.gap_latency, ParseGapLatency(options.String("gap_latency")));
   plan.ddp_cpu_us = options.Double("ddp_cpu_us");
   plan.ddp_cpu_per_gradient_us = options.Double("ddp_cpu_per_gradient_us");
   for (const auto& [option, value] : {std::pair<const char*, double>{"ddp_cpu_us", plan.ddp_cpu_us},
@@ -458,6 +523,17 @@ class TensorFusionPass : public Pass {
 
 }  // namespace
 
+double GapExtraUs(const std::vector<std::pair<double, double>>& points, double gap_us) {
+  double x0 = 0;
+  double y0 = 0;
+  for (const auto& [x1, y1] : points) {
+    if (gap_us <= x1) return y0 + (y1 - y0) * (gap_us - x0) / (x1 - x0);
+    x0 = x1;
+    y0 = y1;
+  }
+  return y0;  // flat after the last point (0 without points)
+}
+
 std::vector<std::vector<int32_t>> BucketGradients(const Graph& graph, int32_t iteration,
                                                   const std::vector<int32_t>& gradients, double bucket_mb,
                                                   double first_bucket_mb) {
@@ -492,11 +568,13 @@ PassInfo DataParallelPassInfo() {
       "order gradients become ready (DDP: bucket_mb, first bucket first_bucket_mb); a bucket's all-reduce starts "
       "when its last gradient is ready and runs overlapped with the rest of backward; the optimizer step waits "
       "for all of them. Time per all-reduce from the alpha-beta model (ring 2(N-1)a + 2(N-1)/N b/B; tree "
-      "2 log2(N) a + 2 b/B). Where collectives need the cores that compute (gloo on CPU ranks), comm_cpu_share "
-      "of each all-reduce's time also runs on the thread that issued it, after the bucket's last gradient, and "
-      "delays what that thread does next; with ddp_cpu_us and ddp_cpu_per_gradient_us, DDP's own CPU work (per "
-      "iteration, and per gradient in the bucket) runs there before each bucket's all-reduce. With buffer_bytes, "
-      "DDP's buffer broadcast blocks the CPU thread before every forward. Sources: Daydream (ATC'20) data-parallel model, PyTorch DDP bucketing and "
+      "2 log2(N) a + 2 b/B), plus gap_latency's extra for the compute since the rank's previous bucket. Where "
+      "collectives need the cores that compute (gloo on CPU ranks), comm_cpu_share of each all-reduce's wire "
+      "time also runs on the thread that issued it, after the bucket's last gradient, and delays what that "
+      "thread does next; with ddp_cpu_us and ddp_cpu_per_gradient_us, DDP's own CPU work (per iteration, and per "
+      "gradient in the bucket) runs there before each bucket's all-reduce. With buffer_bytes, DDP's buffer "
+      "broadcast blocks the CPU thread before every forward. Sources: Daydream (ATC'20) data-parallel model, "
+      "PyTorch DDP bucketing and "
       "broadcast_buffers.";
   info.options = {
       {"world_size", OptionType::kInt, "8", "number of data-parallel ranks (1: no change)"},

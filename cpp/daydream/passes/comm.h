@@ -8,6 +8,7 @@
 #define DAYDREAM_PASSES_COMM_H_
 
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -34,7 +35,15 @@ struct AllReducePlan {
   // the bucket's all-reduce (daydream.calibrate_network measures both on gloo).
   double ddp_cpu_us = 0;
   double ddp_cpu_per_gradient_us = 0;
+  // Extra time of an all-reduce after a stretch of compute: (gap us, extra
+  // us) points, gaps increasing; linear between them from (0, 0), flat after
+  // the last (GapExtraUs). Empty: none.
+  std::vector<std::pair<double, double>> gap_latency;
 };
+
+// The extra time, in microseconds, `points` (AllReducePlan::gap_latency) give
+// a collective that follows `gap_us` of compute.
+double GapExtraUs(const std::vector<std::pair<double, double>>& points, double gap_us);
 
 // Gradient buckets of one iteration: lists of tensor ids in ready order.
 std::vector<std::vector<int32_t>> BucketGradients(const Graph& graph, int32_t iteration,

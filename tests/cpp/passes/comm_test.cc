@@ -660,6 +660,62 @@ TEST_CASE("data_parallel with ddp_cpu options runs DDP's reducer work on the iss
   CHECK(Makespan(ddp.g) > Makespan(plain.g));
 }
 
+TEST_CASE("GapExtraUs is linear from zero through the points and flat after the last", "[comm]") {
+  const std::vector<std::pair<double, double>> points = {{1000, 100}, {4000, 1300}};
+  CHECK(GapExtraUs(points, 0) == 0);
+  CHECK(GapExtraUs(points, 500) == Approx(50));
+  CHECK(GapExtraUs(points, 1000) == Approx(100));
+  CHECK(GapExtraUs(points, 2500) == Approx(700));
+  CHECK(GapExtraUs(points, 4000) == Approx(1300));
+  CHECK(GapExtraUs(points, 1e7) == Approx(1300));
+  CHECK(GapExtraUs({}, 5000) == 0);
+}
+
+TEST_CASE("data_parallel with gap_latency lengthens each all-reduce by its gap's extra, not its CPU share",
+          "[comm]") {
+  TrainingGraphOptions o;
+  o.gpu = false;
+  o.gpu_optimizer = false;
+  o.grad_bytes = {4096, 4096, 4096};
+  const OptionMap common = {{"world_size", "2"}, {"bucket_mb", "0"}, {"network", "ethernet10"},
+                            {"comm_cpu_share", "0.5"}};
+  auto durations = [&](const std::string& gap_latency, PassContext* context) {
+    TrainingGraph t(o);
+    OptionMap options = common;
+    if (!gap_latency.empty()) options["gap_latency"] = gap_latency;
+    REQUIRE(RunOk("data_parallel", options, t.g, context));
+    std::vector<TimeNs> out;
+    for (int32_t ar : Inserted(t.g)) out.push_back(t.g.tasks[static_cast<size_t>(ar)].duration_ns);
+    for (size_t i = 0; i < t.g.tasks.size(); ++i) {
+      if (EndsWith(t.g.TaskName(static_cast<int32_t>(i)), ": CPU share")) out.push_back(t.g.tasks[i].duration_ns);
+    }
+    return out;
+  };
+  const std::vector<TimeNs> plain = durations("", nullptr);
+  REQUIRE(plain.size() == 12);  // 6 all-reduces, then their 6 CPU shares
+  SECTION("every gap past the first point: the full extra on every all-reduce") {
+    PassContext context;
+    const std::vector<TimeNs> got = durations("0.001:500", &context);
+    REQUIRE(got.size() == plain.size());
+    for (size_t i = 0; i < 6; ++i) CHECK(got[i] == plain[i] + 500'000);
+    for (size_t i = 6; i < 12; ++i) CHECK(got[i] == plain[i]);  // waking is waiting: the CPU share stays
+    CHECK_THAT(context.notes[0], Catch::Contains("1.5 ms of it for the compute before each all-reduce"));
+  }
+  SECTION("gaps shorter than any in the graph: nothing") {
+    CHECK(durations("1e9:0;2e9:1000", nullptr) == plain);
+  }
+}
+
+TEST_CASE("data_parallel checks gap_latency", "[comm]") {
+  TrainingGraph t;
+  for (const char* bad : {"abc", "0:5", "2000:1;1000:1", "1000:-1", "1000", "1000:5:6", "nan:1"}) {
+    INFO(bad);
+    const absl::Status s = RunError("data_parallel", {{"world_size", "2"}, {"gap_latency", bad}}, t.g);
+    CHECK(s.code() == absl::StatusCode::kInvalidArgument);
+    CHECK_THAT(std::string(s.message()), Catch::Contains("gap_latency: bad point"));
+  }
+}
+
 TEST_CASE("data_parallel checks the ddp_cpu options", "[comm]") {
   SECTION("out of range") {
     TrainingGraph t;
