@@ -685,6 +685,19 @@ def _ring_all_reduce_s(nbytes: int, world_size: int, latency_us: float, bandwidt
     return 2 * (n - 1) * latency_us * 1e-6 + 2 * (n - 1) / n * nbytes / (bandwidth_gbps * 1e9)
 
 
+def _shared_matmul_s(dist: Any, torch: Any, a: Any) -> float:
+    """Seconds per ``torch.mm(a, a)``, the slowest rank's (every rank must
+    call it): the calibration loops size their compute by it, and every rank
+    must run the same number of matmuls, or the ranks reach each collective
+    apart and the wait reads as the collective's cost."""
+    t0 = time.perf_counter()
+    for _ in range(20):
+        torch.mm(a, a)
+    mine = torch.tensor([max((time.perf_counter() - t0) / 20, 1e-7)], dtype=torch.float64)
+    dist.all_reduce(mine, op=dist.ReduceOp.MAX)
+    return float(mine[0])
+
+
 def measure_comm_cpu_share(dist: Any, torch: Any, world_size: int, latency_us: float, bandwidth_gbps: float,
                            nbytes: int = 64 << 10, collectives: int = 10, repeats: int = 15) -> Dict[str, float]:
     """How much of a collective's time a rank's computing thread loses to it
@@ -703,10 +716,7 @@ def measure_comm_cpu_share(dist: Any, torch: Any, world_size: int, latency_us: f
     communicates one after the other."""
     model_s = _ring_all_reduce_s(nbytes, world_size, latency_us, bandwidth_gbps)
     a = torch.randn(128, 128)
-    t0 = time.perf_counter()
-    for _ in range(20):
-        torch.mm(a, a)
-    mm_s = max((time.perf_counter() - t0) / 20, 1e-7)
+    mm_s = _shared_matmul_s(dist, torch, a)
     per_chunk = max(1, int(2 * max(model_s, 1e-4) / mm_s))
     buf = torch.ones(nbytes // 4)
 
@@ -828,10 +838,7 @@ def measure_gap_latency(dist: Any, torch: Any, gaps_ms: Sequence[float] = (0.5, 
     4 kB all-reduce took 1.6 ms back to back and 2.8 ms after 4 ms of
     matmuls (means)."""
     a = torch.randn(128, 128)
-    t0 = time.perf_counter()
-    for _ in range(20):
-        torch.mm(a, a)
-    mm_s = max((time.perf_counter() - t0) / 20, 1e-7)
+    mm_s = _shared_matmul_s(dist, torch, a)
     buf = torch.ones(nbytes // 4)
     gaps = [0.0] + [float(g) for g in gaps_ms]
     times: Dict[float, List[float]] = {g: [] for g in gaps}
