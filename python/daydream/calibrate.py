@@ -946,10 +946,19 @@ def calibrate_network(world_size: int = 2, max_mb: float = 4, repeats: int = 20,
     for p in procs:
         p.start()
     result: Optional[Tuple[str, Any]] = None
+    deadline = time.monotonic() + timeout_s
     try:
-        result = queue.get(timeout=timeout_s)
-    except Exception:  # queue.Empty
-        result = ("error", f"no result within {timeout_s:g} s")
+        while result is None:
+            try:
+                result = queue.get(timeout=0.2)
+            except Exception:  # queue.Empty: still measuring, or a rank died without a word
+                dead = [(r, p.exitcode) for r, p in enumerate(procs) if p.exitcode not in (None, 0)]
+                if dead:  # its peers would wait for it until gloo's own timeout
+                    result = ("error", "rank " + ", rank ".join(f"{r} exited with code {c}" for r, c in dead)
+                              + " before reporting (is the calling script's work under "
+                              "`if __name__ == \"__main__\":`? the processes are spawned)")
+                elif time.monotonic() > deadline:
+                    result = ("error", f"no result within {timeout_s:g} s")
     finally:
         for p in procs:
             p.join(timeout=10)

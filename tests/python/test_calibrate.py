@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import re
 
 import pytest
 
@@ -126,6 +127,27 @@ def test_gap_latency_is_the_extra_time_of_an_all_reduce_after_compute(monkeypatc
 def test_ddp_overhead_line_is_fitted_with_nonnegative_terms(xs, ys, fit) -> None:
     got = calibrate._line_fit(xs, ys)
     assert got == pytest.approx(fit, abs=0.1)
+
+
+def test_calibrate_network_fails_fast_when_a_rank_dies(tmp_path) -> None:
+    # A script without a __main__ guard: each spawned rank re-runs it on
+    # import and dies at once. The error must say so, not wait out the timeout.
+    script = tmp_path / "unguarded.py"
+    script.write_text("import daydream\n"
+                      "try:\n"
+                      "    daydream.calibrate_network(timeout_s=100)\n"
+                      "except daydream.DaydreamError as e:\n"
+                      "    print('ERROR', e)\n")
+    import subprocess  # noqa: PLC0415
+    import sys  # noqa: PLC0415
+    import time as clock  # noqa: PLC0415
+
+    start = clock.monotonic()
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=90)
+    assert re.search(r"ERROR calibrate_network: gloo between 2 local processes failed: rank \d exited with code 1",
+                     proc.stdout), proc.stdout
+    assert "__main__" in proc.stdout
+    assert clock.monotonic() - start < 60
 
 
 @pytest.mark.parametrize("kwargs, message", [
