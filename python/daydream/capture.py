@@ -296,6 +296,13 @@ class Profiler:
         return statistics.median(b - a for a, b in zip(stamps, stamps[1:])) * 1e3
 
     @property
+    def plain_step_times_ms(self) -> List[float]:
+        """Each ``wait`` step's time (ms), run without the profiler or
+        daydream's hooks; their median is :attr:`plain_step_ms`."""
+        stamps = self._wait_stamps
+        return [(b - a) * 1e3 for a, b in zip(stamps, stamps[1:])]
+
+    @property
     def plain_optimizer_ms(self) -> Optional[float]:
         """Median time inside ``optimizer.step()`` in the ``wait`` steps
         (given ``optimizer=`` with torch.optim's step hooks); None without

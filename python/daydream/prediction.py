@@ -275,6 +275,30 @@ def _buffer_broadcast(model: Any, given: Dict[str, str]) -> Optional[str]:
             "(broadcast_buffers=True; pass buffer_bytes=0 for broadcast_buffers=False)")
 
 
+def _straggler(name: str, graph: Graph, given: Dict[str, str], step_times_ms: Sequence[float]) -> Optional[str]:
+    """data_parallel / tensor_fusion with the recorded step's times: every
+    iteration the ranks meet at the first all-reduce, so each waits for the
+    slowest. With world_size ranks whose step times vary as the recorded
+    one's did (independently), the wait is the expected maximum of
+    world_size draws from those times less their mean, computed exactly for
+    draws from the measured times (order statistics: the i-th smallest of n
+    is the maximum with probability (i/n)^N - ((i-1)/n)^N), tails included."""
+    if len(step_times_ms) < 5:
+        return None
+    default = {o["name"]: o["default"] for p in passes() if p["name"] == name for o in p["options"]}
+    world = int(float(given.get("world_size", default.get("world_size", "0")))) or graph.world_size
+    if world < 2:
+        return None
+    times = sorted(step_times_ms)
+    n = len(times)
+    expected_max = sum(t * ((i / n) ** world - ((i - 1) / n) ** world) for i, t in enumerate(times, 1))
+    wait_us = max(0.0, expected_max - sum(times) / n) * 1e3
+    given["straggler_us"] = f"{wait_us:.1f}"
+    return (f"{name}: with {world} ranks whose steps vary as the {n} recorded ones timed without the profiler did "
+            f"({times[0]:.3f}-{times[-1]:.3f} ms), each iteration's first all-reduce waits {wait_us / 1e3:.3f} ms "
+            "for the slowest (straggler_us)")
+
+
 def _calibrate_batch_cpu(graph: Graph, given: Dict[str, str], model: Any = None, inputs: Any = None) -> List[str]:
     """batch_size on a CPU-only graph: a CPU op's fixed cost on this machine
     (``cpu_fixed_us``) and, with the model and its inputs' shapes, each
@@ -323,12 +347,14 @@ def _fused_cpu_step(optimizer: Any, given: Dict[str, str]) -> Optional[str]:
 
 
 def _calibrate(graph: Graph, requests: List[Tuple[str, Dict[str, str]]], model: Any = None,
-               optimizer: Any = None, inputs: Any = None) -> List[str]:
+               optimizer: Any = None, inputs: Any = None, step_times_ms: Sequence[float] = ()) -> List[str]:
     """Fills in what must be measured on this machine or read from the model:
     amp on a CPU-only graph gets the CPU's measured bf16/fp32 factors,
     batch_size a CPU op's fixed cost, fused_optimizer the fused/unfused step
     ratio of a known optimizer;
-    data_parallel of a known model the bytes of buffers DDP broadcasts."""
+    data_parallel of a known model the bytes of buffers DDP broadcasts;
+    data_parallel and tensor_fusion of a step timed by a Profiler the wait
+    for the slowest rank."""
     notes = []
     cpu_only = all(r["kind"] != "gpu_stream" for r in graph.resources())
     for name, given in requests:
@@ -342,6 +368,10 @@ def _calibrate(graph: Graph, requests: List[Tuple[str, Dict[str, str]]], model: 
                 notes.append(note)
         if name == "data_parallel" and model is not None and "buffer_bytes" not in given:
             note = _buffer_broadcast(model, given)
+            if note:
+                notes.append(note)
+        if name in ("data_parallel", "tensor_fusion") and "straggler_us" not in given:
+            note = _straggler(name, graph, given, step_times_ms)
             if note:
                 notes.append(note)
     return notes
@@ -408,7 +438,8 @@ def predict(
     graph = recorded if isinstance(recorded, Graph) else recorded.graph
     model = subject if _is_module(subject) else getattr(recorded, "model", None)
     calibration_notes = _overhead_notes(graph, getattr(recorded, "overhead", None)) + _calibrate(
-        graph, requests, model, getattr(recorded, "optimizer", None), getattr(recorded, "model_inputs", None))
+        graph, requests, model, getattr(recorded, "optimizer", None), getattr(recorded, "model_inputs", None),
+        getattr(recorded, "plain_step_times_ms", ()))
     result = _core.predict(graph, requests)
     labels = [name + (":" + ",".join(f"{k}={v}" for k, v in given.items()) if given else "")
               for name, given in requests]

@@ -315,3 +315,40 @@ def test_cli_passes_lists_them(example_trace: Path) -> None:
     r = run(["passes", "--json"])
     assert r.returncode == 0
     assert {p["name"] for p in json.loads(r.stdout)} >= {"data_parallel", "tensor_fusion", "scale"}
+
+
+class _World:
+    """A stand-in for a graph: only its world size is read."""
+
+    def __init__(self, world_size: int) -> None:
+        self.world_size = world_size
+
+
+@pytest.mark.parametrize("name, given, world, times, wait_us", [
+    # Two ranks drawing from [1, 1, 1, 1, 3] ms: the slower of two is 3 ms with
+    # probability 9/25, so E[max] = (16 + 27) / 25 = 1.72 ms against a mean of 1.4.
+    ("data_parallel", {"world_size": "2"}, 1, [1.0, 1.0, 3.0, 1.0, 1.0], 320.0),
+    ("data_parallel", {"world_size": "8"}, 1, [2.0] * 6, 0.0),              # lockstep: no wait
+    ("data_parallel", {}, 1, [1.0, 1.0, 1.0, 1.0, 3.0], 1.0e3 * (3 * (1 - 0.8 ** 8) + 0.8 ** 8 - 1.4)),  # the pass's default 8 ranks
+    ("tensor_fusion", {}, 2, [1.0, 1.0, 3.0, 1.0, 1.0], 320.0),              # the trace's world size
+])
+def test_straggler_wait_is_the_expected_slowest_of_world_size_recorded_steps(name, given, world, times,
+                                                                            wait_us) -> None:
+    from daydream import prediction  # noqa: PLC0415
+
+    note = prediction._straggler(name, _World(world), given, times)
+    assert float(given["straggler_us"]) == pytest.approx(wait_us, abs=0.1)
+    assert "straggler_us" in note
+
+
+@pytest.mark.parametrize("given, world, times", [
+    ({"world_size": "2"}, 1, [1.0, 2.0, 3.0, 4.0]),  # too few steps to say
+    ({"world_size": "1"}, 1, [1.0, 2.0, 3.0, 4.0, 5.0]),  # one rank waits for nobody
+    ({}, 1, [1.0, 2.0, 3.0, 4.0, 5.0]),  # tensor_fusion on a single-device trace without world_size
+])
+def test_no_straggler_wait_without_the_steps_or_the_ranks(given, world, times) -> None:
+    from daydream import prediction  # noqa: PLC0415
+
+    name = "tensor_fusion" if not given else "data_parallel"
+    assert prediction._straggler(name, _World(world), given, times) is None
+    assert "straggler_us" not in given

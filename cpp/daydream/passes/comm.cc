@@ -47,6 +47,10 @@ std::vector<OptionSpec> NetworkOptions() {
        "The gap is the time since the rank's previous bucket was ready, from a replay of the graph before the "
        "pass. Where collectives run on CPU threads that sleep between them (gloo), waking them costs more after "
        "longer compute; daydream.calibrate_network measures it on gloo (empty: none)"},
+      {"straggler_us", OptionType::kDouble, "0",
+       "expected wait per iteration for the slowest rank, in microseconds, added to the iteration's first "
+       "all-reduce: the expected maximum of world_size ranks' step times less their mean (daydream.predict sets "
+       "it from the step times a daydream.Profiler measured; 0: ranks in lockstep)"},
       {"ddp_cpu_us", OptionType::kDouble, "0",
        "CPU time per iteration of DDP's own work (its forward wrapper, the reducer's per-iteration bookkeeping) on "
        "the thread that issues the all-reduces, in microseconds (measured by daydream.calibrate_network on gloo)"},
@@ -222,6 +226,7 @@ absl::StatusOr<int64_t> InsertAllReduces(Graph& graph, const AllReducePlan& plan
   TimeNs report_cpu_share = 0;
   TimeNs report_reducer = 0;
   TimeNs report_gap_extra = 0;
+  TimeNs report_straggler = 0;
   TimeNs previous_ready = -1;  // replayed: when the previous iteration's last bucket was ready
   for (int32_t it = 0; it < static_cast<int32_t>(graph.iterations.size()); ++it) {
     const std::vector<std::vector<int32_t>> buckets =
@@ -277,12 +282,15 @@ absl::StatusOr<int64_t> InsertAllReduces(Graph& graph, const AllReducePlan& plan
       const TimeNs wire = CollectiveTime(Collective::kAllReduce, plan.algorithm, bytes, plan.world_size, plan.network);
       const TimeNs gap_extra =
           RoundNs(GapExtraUs(plan.gap_latency, static_cast<double>(std::max<TimeNs>(gap_ns[b], 0)) / 1e3) * 1e3);
-      task.duration_ns = wire + gap_extra;
+      // The iteration's first all-reduce also waits for the slowest rank.
+      const TimeNs straggler = b == 0 ? RoundNs(plan.straggler_us * 1e3) : 0;
+      task.duration_ns = wire + gap_extra + straggler;
       task.name = graph.strings.Intern(StrCat("all_reduce bucket ", b, " (", Mb(static_cast<double>(bytes)), ")"));
       if (report) {
         report_bytes += bytes;
         report_time += task.duration_ns;
         report_gap_extra += gap_extra;
+        report_straggler += straggler;
       }
       const int32_t id = editor.AddTask(task);
       if (previous >= 0) editor.AddEdge(previous, id, EdgeKind::kSequential);
@@ -336,6 +344,10 @@ absl::StatusOr<int64_t> InsertAllReduces(Graph& graph, const AllReducePlan& plan
                       report_gap_extra > 0
                           ? StrCat(" (", static_cast<double>(report_gap_extra) / 1e6,
                                    " ms of it for the compute before each all-reduce, gap_latency)")
+                          : std::string(),
+                      report_straggler > 0
+                          ? StrCat(" (", static_cast<double>(report_straggler) / 1e6,
+                                   " ms of it waiting for the slowest rank, straggler_us)")
                           : std::string(),
                       report_reducer > 0
                           ? StrCat("; DDP's reducer ", static_cast<double>(report_reducer) / 1e6,
@@ -408,8 +420,10 @@ absl::StatusOr<AllReducePlan> PlanFrom(const PassOptions& options, const Graph& 
   DD_ASSIGN_OR_RETURN(plan.gap_latency, ParseGapLatency(options.String("gap_latency")));
   plan.ddp_cpu_us = options.Double("ddp_cpu_us");
   plan.ddp_cpu_per_gradient_us = options.Double("ddp_cpu_per_gradient_us");
+  plan.straggler_us = options.Double("straggler_us");
   for (const auto& [option, value] : {std::pair<const char*, double>{"ddp_cpu_us", plan.ddp_cpu_us},
-                                      {"ddp_cpu_per_gradient_us", plan.ddp_cpu_per_gradient_us}}) {
+                                      {"ddp_cpu_per_gradient_us", plan.ddp_cpu_per_gradient_us},
+                                      {"straggler_us", plan.straggler_us}}) {
     if (!(value >= 0 && value <= 1e9)) {
       return absl::InvalidArgumentError(StrCat(option, " must be in [0, 1e9] microseconds, got ", value));
     }
@@ -568,7 +582,8 @@ PassInfo DataParallelPassInfo() {
       "order gradients become ready (DDP: bucket_mb, first bucket first_bucket_mb); a bucket's all-reduce starts "
       "when its last gradient is ready and runs overlapped with the rest of backward; the optimizer step waits "
       "for all of them. Time per all-reduce from the alpha-beta model (ring 2(N-1)a + 2(N-1)/N b/B; tree "
-      "2 log2(N) a + 2 b/B), plus gap_latency's extra for the compute since the rank's previous bucket. Where "
+      "2 log2(N) a + 2 b/B), plus gap_latency's extra for the compute since the rank's previous bucket, and "
+      "on an iteration's first all-reduce straggler_us (the wait for the slowest rank). Where "
       "collectives need the cores that compute (gloo on CPU ranks), comm_cpu_share of each all-reduce's wire "
       "time also runs on the thread that issued it, after the bucket's last gradient, and delays what that "
       "thread does next; with ddp_cpu_us and ddp_cpu_per_gradient_us, DDP's own CPU work (per iteration, and per "

@@ -39,6 +39,9 @@ struct AllReducePlan {
   // us) points, gaps increasing; linear between them from (0, 0), flat after
   // the last (GapExtraUs). Empty: none.
   std::vector<std::pair<double, double>> gap_latency;
+  // Expected wait per iteration for the slowest rank, in microseconds, on
+  // the iteration's first all-reduce.
+  double straggler_us = 0;
 };
 
 // The extra time, in microseconds, `points` (AllReducePlan::gap_latency) give

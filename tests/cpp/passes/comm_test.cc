@@ -196,6 +196,17 @@ struct TrainingGraph {
   }
 };
 
+// A graph of CPU ranks (gloo): backward and the optimizer on a CPU thread,
+// three 4 kB gradients (latency-bound all-reduces, about as long as a
+// backward task).
+TrainingGraphOptions CpuRanks() {
+  TrainingGraphOptions o;
+  o.gpu = false;
+  o.gpu_optimizer = false;
+  o.grad_bytes = {4096, 4096, 4096};
+  return o;
+}
+
 // The simulated makespan of `g`; REQUIREs the simulation to succeed.
 TimeNs Makespan(const Graph& g) {
   absl::StatusOr<Schedule> s = Simulate(g);
@@ -578,10 +589,7 @@ TEST_CASE("data_parallel spreads gradient_mb over gradients of unknown size", "[
 
 TEST_CASE("data_parallel with comm_cpu_share runs that share of each all-reduce on the thread that issued it",
           "[comm]") {
-  TrainingGraphOptions o;
-  o.gpu = false;  // gloo on CPU ranks: backward runs on CPU thread "stream 7"
-  o.gpu_optimizer = false;
-  o.grad_bytes = {4096, 4096, 4096};  // latency-bound all-reduces, about as long as a backward task
+  const TrainingGraphOptions o = CpuRanks();  // gloo: backward runs on CPU thread "stream 7"
   TrainingGraph shared(o), beside(o);
   PassContext context;
   REQUIRE(RunOk("data_parallel",
@@ -622,10 +630,7 @@ TEST_CASE("data_parallel refuses comm_cpu_share where gradients are produced on 
 
 TEST_CASE("data_parallel with ddp_cpu options runs DDP's reducer work on the issuing thread before each all-reduce",
           "[comm]") {
-  TrainingGraphOptions o;
-  o.gpu = false;  // gloo on CPU ranks
-  o.gpu_optimizer = false;
-  o.grad_bytes = {4096, 4096, 4096};
+  const TrainingGraphOptions o = CpuRanks();  // gloo: backward runs on CPU thread "stream 7"
   TrainingGraph ddp(o), plain(o);
   PassContext context;
   const OptionMap common = {{"world_size", "2"}, {"bucket_mb", "0"}, {"network", "ethernet10"},
@@ -673,10 +678,7 @@ TEST_CASE("GapExtraUs is linear from zero through the points and flat after the 
 
 TEST_CASE("data_parallel with gap_latency lengthens each all-reduce by its gap's extra, not its CPU share",
           "[comm]") {
-  TrainingGraphOptions o;
-  o.gpu = false;
-  o.gpu_optimizer = false;
-  o.grad_bytes = {4096, 4096, 4096};
+  const TrainingGraphOptions o = CpuRanks();
   const OptionMap common = {{"world_size", "2"}, {"bucket_mb", "0"}, {"network", "ethernet10"},
                             {"comm_cpu_share", "0.5"}};
   auto durations = [&](const std::string& gap_latency, PassContext* context) {
@@ -704,6 +706,31 @@ TEST_CASE("data_parallel with gap_latency lengthens each all-reduce by its gap's
   SECTION("gaps shorter than any in the graph: nothing") {
     CHECK(durations("1e9:0;2e9:1000", nullptr) == plain);
   }
+}
+
+TEST_CASE("data_parallel with straggler_us makes each iteration's first all-reduce wait for the slowest rank",
+          "[comm]") {
+  const TrainingGraphOptions o = CpuRanks();
+  const OptionMap common = {{"world_size", "2"}, {"bucket_mb", "0"}, {"network", "ethernet10"}};
+  TrainingGraph plain(o), waits(o);
+  REQUIRE(RunOk("data_parallel", common, plain.g));
+  OptionMap with = common;
+  with["straggler_us"] = "300";
+  PassContext context;
+  REQUIRE(RunOk("data_parallel", with, waits.g, &context));
+  const std::vector<int32_t> a = Inserted(plain.g);
+  const std::vector<int32_t> b = Inserted(waits.g);
+  REQUIRE(a.size() == 6);
+  REQUIRE(b.size() == 6);
+  for (size_t i = 0; i < a.size(); ++i) {
+    INFO(waits.g.TaskName(b[i]));
+    CHECK(waits.g.tasks[static_cast<size_t>(b[i])].duration_ns ==
+          plain.g.tasks[static_cast<size_t>(a[i])].duration_ns + (i % 3 == 0 ? 300'000 : 0));
+  }
+  CHECK_THAT(context.notes[0], Catch::Contains("0.3 ms of it waiting for the slowest rank"));
+  CHECK(Makespan(waits.g) > Makespan(plain.g));
+  const absl::Status s = RunError("data_parallel", {{"world_size", "2"}, {"straggler_us", "-1"}}, plain.g);
+  CHECK_THAT(std::string(s.message()), Catch::Contains("straggler_us must be in [0, 1e9]"));
 }
 
 TEST_CASE("data_parallel checks gap_latency", "[comm]") {
