@@ -282,8 +282,11 @@ def _straggler(name: str, graph: Graph, given: Dict[str, str], step_times_ms: Se
     one's did (independently), the wait is the expected maximum of
     world_size draws from those times less their mean, computed exactly for
     draws from the measured times (order statistics: the i-th smallest of n
-    is the maximum with probability (i/n)^N - ((i-1)/n)^N), tails included."""
-    if len(step_times_ms) < 5:
+    is the maximum with probability (i/n)^N - ((i-1)/n)^N), tails included.
+    Not for a graph that already communicates (tensor_fusion on a recorded
+    data-parallel step): its steps' times hold the waits for the other
+    ranks, and its recorded collectives held them too."""
+    if len(step_times_ms) < 5 or graph.summary()["tasks_by_kind"]["collective"] > 0:
         return None
     default = {o["name"]: o["default"] for p in passes() if p["name"] == name for o in p["options"]}
     world = int(float(given.get("world_size", default.get("world_size", "0")))) or graph.world_size
