@@ -89,6 +89,22 @@ def _paired_median_times(fns: Sequence[Callable[[], Any]], repeats: int, budget_
     return [statistics.median(t) for t in times]
 
 
+def _line_fit(xs: Sequence[float], ys: Sequence[float]) -> Tuple[float, float]:
+    """Least-squares y = a + b x with a, b >= 0 (a negative one is set to 0
+    and the other refitted alone)."""
+    n = len(xs)
+    mx, my = sum(xs) / n, sum(ys) / n
+    sxx = sum((x - mx) ** 2 for x in xs)
+    b = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sxx if sxx > 0 else 0.0
+    a = my - b * mx
+    if b < 0:
+        return max(my, 0.0), 0.0
+    if a < 0:
+        sxx0 = sum(x * x for x in xs)
+        return 0.0, max(sum(x * y for x, y in zip(xs, ys)) / sxx0, 0.0) if sxx0 > 0 else 0.0
+    return a, b
+
+
 # The CPU ops whose bf16 cost amp_cpu_op_factors measures: the GEMMs,
 # convolutions and attention torch.autocast("cpu") runs in bf16, as they
 # appear as leaf ops of a recorded fp32 step, forward and backward (the
@@ -476,8 +492,9 @@ def cpu_op_fixed_us(sizes: Tuple[int, ...] = (64, 1024, 4096, 16384), calls: int
     Six common forward/backward ops (add, relu, an in-place mul, a sum, a
     matmul of 64 columns, a layer norm) are each timed over ``calls`` calls
     at every size of ``sizes`` (elements), and t = c + k x size is fitted to
-    each by least squares; the result is the median c (measured once per
-    process, in about a second with torch's import). It includes the
+    each by least squares (:func:`_line_fit`: c and k at least 0); the
+    result is the median c (measured once per process, in about a second
+    with torch's import). It includes the
     Python binding's share of a call (a few tenths of a microsecond), which a
     recorded op's span does not.
 
@@ -511,14 +528,9 @@ def cpu_op_fixed_us(sizes: Tuple[int, ...] = (64, 1024, 4096, 16384), calls: int
             runs.append((time.perf_counter() - t0) / calls * 1e6)
         return statistics.median(runs)
 
-    intercepts = []
     with torch.no_grad():
-        for make in makers:
-            times = [per_call_us(make(n)) for n in sizes]
-            mean_n, mean_t = statistics.fmean(sizes), statistics.fmean(times)
-            slope = (sum((n - mean_n) * (t - mean_t) for n, t in zip(sizes, times))
-                     / sum((n - mean_n) ** 2 for n in sizes))
-            intercepts.append(max(0.0, mean_t - slope * mean_n))
+        intercepts = [_line_fit([float(n) for n in sizes], [per_call_us(make(n)) for n in sizes])[0]
+                      for make in makers]
     return float(statistics.median(intercepts))
 
 
@@ -750,22 +762,6 @@ def measure_comm_cpu_share(dist: Any, torch: Any, world_size: int, latency_us: f
         "bytes": nbytes,
         "model_ms": model_s * 1e3,
     }
-
-
-def _line_fit(xs: Sequence[float], ys: Sequence[float]) -> Tuple[float, float]:
-    """Least-squares y = a + b x with a, b >= 0 (a negative one is set to 0
-    and the other refitted alone)."""
-    n = len(xs)
-    mx, my = sum(xs) / n, sum(ys) / n
-    sxx = sum((x - mx) ** 2 for x in xs)
-    b = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sxx if sxx > 0 else 0.0
-    a = my - b * mx
-    if b < 0:
-        return max(my, 0.0), 0.0
-    if a < 0:
-        sxx0 = sum(x * x for x in xs)
-        return 0.0, max(sum(x * y for x, y in zip(xs, ys)) / sxx0, 0.0) if sxx0 > 0 else 0.0
-    return a, b
 
 
 def measure_ddp_overhead(dist: Any, torch: Any, layers: Sequence[int] = (1, 8, 32),

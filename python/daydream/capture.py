@@ -290,10 +290,8 @@ class Profiler:
         """Median time of the ``wait`` steps, run without the profiler or
         daydream's hooks (the first one from entering ``with profiler:``);
         None before one has ended."""
-        stamps = self._wait_stamps
-        if len(stamps) < 2:
-            return None
-        return statistics.median(b - a for a, b in zip(stamps, stamps[1:])) * 1e3
+        times = self.plain_step_times_ms
+        return statistics.median(times) if times else None
 
     @property
     def plain_step_times_ms(self) -> List[float]:
