@@ -14,6 +14,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "daydream/base/math.h"
 #include "daydream/base/status_macros.h"
+#include "daydream/base/sort.h"
 #include "daydream/base/strings.h"
 
 namespace daydream {
@@ -128,6 +129,45 @@ struct Launched {
   int32_t task = kNone;
 };
 
+// Correlation id -> a value (kNone when absent). Kineto numbers correlations
+// from 1 upward, so a direct table serves; sparse ids fall back to a hash map.
+class CorrelationIndex {
+ public:
+  // The ids to be inserted lie in [min_id, max_id]; `count` is about how many.
+  void Reset(int64_t min_id, int64_t max_id, size_t count) {
+    table_.clear();
+    map_.clear();
+    base_ = std::max<int64_t>(0, min_id);
+    dense_ = max_id < base_ || static_cast<uint64_t>(max_id - base_) <= 4 * static_cast<uint64_t>(count) + 4096;
+    if (dense_) table_.assign(max_id < base_ ? 0 : static_cast<size_t>(max_id - base_) + 1, kNone);
+    else map_.reserve(count);
+  }
+  // Keeps the first value inserted for `id`; false if `id` was there already.
+  bool Insert(int64_t id, int32_t value) {
+    if (id < 0) return false;
+    if (!dense_) return map_.try_emplace(id, value).second;
+    int32_t& slot = table_[static_cast<size_t>(id - base_)];
+    if (slot != kNone) return false;
+    slot = value;
+    return true;
+  }
+  int32_t Find(int64_t id) const {
+    if (id < 0) return kNone;
+    if (!dense_) {
+      auto it = map_.find(id);
+      return it == map_.end() ? kNone : it->second;
+    }
+    if (id < base_ || static_cast<uint64_t>(id - base_) >= table_.size()) return kNone;
+    return table_[static_cast<size_t>(id - base_)];
+  }
+
+ private:
+  bool dense_ = true;
+  int64_t base_ = 0;
+  std::vector<int32_t> table_;
+  absl::flat_hash_map<int64_t, int32_t> map_;
+};
+
 class Builder {
  public:
   Builder(const Trace& trace, const BuildOptions& options) : trace_(trace), options_(options) {}
@@ -140,6 +180,7 @@ class Builder {
     const size_t n = trace_.events.size();
     parent_.assign(n, kNone);
     task_of_.assign(n, kNone);
+    IndexEvents();
     CollectCpuTasks();
     CollectGpuTasks();
     if (pending_.empty()) {
@@ -189,21 +230,40 @@ class Builder {
     return StrCat(trace_.path, ": event ", e, " (", trace_.Str(Ev(e).name).substr(0, 80), ")");
   }
 
-  // --- rule 1: CPU tasks ---------------------------------------------------
-  void CollectCpuTasks() {
-    std::vector<std::vector<int32_t>> by_track(trace_.tracks.size());
+  // The events each rule reads, in event order, from one pass over the
+  // (large) events instead of one per rule.
+  void IndexEvents() {
     for (size_t i = 0; i < trace_.events.size(); ++i) {
       const TraceEvent& ev = trace_.events[i];
-      if (ev.instant || !IsCpuRangeKind(ev.kind)) continue;
-      const TraceTrack& track = trace_.tracks[static_cast<size_t>(ev.track)];
-      if (track.gpu || track.pid_is_text) continue;
-      by_track[static_cast<size_t>(ev.track)].push_back(static_cast<int32_t>(i));
+      const auto e = static_cast<int32_t>(i);
+      if (!ev.instant && IsCpuRangeKind(ev.kind)) cpu_events_.push_back(e);
+      if (!ev.instant && IsGpuActivityKind(ev.kind)) gpu_events_.push_back(e);
+      if ((ev.kind == EventKind::kRuntime || ev.kind == EventKind::kDriver) && ev.correlation >= 0) {
+        launchers_.push_back(e);
+      }
+      if (ev.kind == EventKind::kCudaSync) sync_events_.push_back(e);
+    }
+  }
+
+  // --- rule 1: CPU tasks ---------------------------------------------------
+  void CollectCpuTasks() {
+    // Each thread's ranges as nesting keys, in one pass over the events.
+    std::vector<uint8_t> cpu_track(trace_.tracks.size(), 0);
+    for (size_t t = 0; t < trace_.tracks.size(); ++t) {
+      cpu_track[t] = !trace_.tracks[t].gpu && !trace_.tracks[t].pid_is_text;
+    }
+    std::vector<std::vector<NestKey>> sorted(trace_.tracks.size());
+    for (int32_t e : cpu_events_) {
+      const TraceEvent& ev = Ev(e);
+      if (!cpu_track[static_cast<size_t>(ev.track)]) continue;
+      sorted[static_cast<size_t>(ev.track)].push_back(
+          NestKey{ev.ts_ns, ev.dur_ns, e, static_cast<int16_t>(NestRank(ev.kind)), IsTaskEvent(ev)});
     }
     std::vector<uint8_t> has_task_child(trace_.events.size(), 0);
-    std::vector<std::vector<NestKey>> sorted(by_track.size());
-    for (size_t t = 0; t < by_track.size(); ++t) {
-      if (by_track[t].empty()) continue;
-      std::vector<NestKey>& keys = sorted[t] = NestKeys(by_track[t]);
+    for (size_t t = 0; t < sorted.size(); ++t) {
+      if (sorted[t].empty()) continue;
+      std::vector<NestKey>& keys = sorted[t];
+      SortRuns(keys, NestLess);
       // Nesting with a stack of (key index, effective end), read from the
       // keys rather than the (much larger, randomly reached) events.
       std::vector<std::pair<size_t, TimeNs>> stack;
@@ -256,20 +316,8 @@ class Builder {
     }
     // Every thread's ranges in one nesting order: a merge of the sorted runs.
     std::vector<NestKey> all;
-    std::vector<size_t> runs{0};
-    for (const std::vector<NestKey>& keys : sorted) {
-      if (keys.empty()) continue;
-      all.insert(all.end(), keys.begin(), keys.end());
-      runs.push_back(all.size());
-    }
-    for (size_t width = 1; width + 1 < runs.size(); width *= 2) {
-      for (size_t i = 0; i + width < runs.size() - 1; i += 2 * width) {
-        const size_t last = std::min(i + 2 * width, runs.size() - 1);
-        std::inplace_merge(all.begin() + static_cast<std::ptrdiff_t>(runs[i]),
-                           all.begin() + static_cast<std::ptrdiff_t>(runs[i + width]),
-                           all.begin() + static_cast<std::ptrdiff_t>(runs[last]), NestLess);
-      }
-    }
+    for (const std::vector<NestKey>& keys : sorted) all.insert(all.end(), keys.begin(), keys.end());
+    SortRuns(all, NestLess);
     cpu_range_events_.clear();
     cpu_range_events_.reserve(all.size());
     for (const NestKey& key : all) cpu_range_events_.push_back(key.event);
@@ -281,9 +329,7 @@ class Builder {
   // evaluate_function wrapper, backward nodes), nor a runtime call (its
   // driver children leave it no work of its own).
   bool IsOperatorName(const TraceEvent& ev) const {
-    const std::string_view name = trace_.Str(ev.name);
-    return ev.kind == EventKind::kCpuOp && Contains(name, "::") && !Contains(name, " ") &&
-           !StartsWith(name, "autograd::engine::");
+    return ev.kind == EventKind::kCpuOp && TraitsOfTrace(ev.name).operator_name;
   }
 
   // An operator that encloses other tasks can still do most of the work
@@ -307,7 +353,7 @@ class Builder {
     if (!any) return;
     // Per enclosing operator: the spans of its nearest task-bearing
     // descendants, in start order (candidates are sorted by start, and the
-    // stable sort by operator keeps that order within each).
+    // stable grouping by operator keeps that order within each).
     struct Cover {
       int32_t op;  // index in candidates
       TimeNs from, to;
@@ -321,7 +367,13 @@ class Builder {
         break;
       }
     }
-    std::stable_sort(covered.begin(), covered.end(), [](const Cover& x, const Cover& y) { return x.op < y.op; });
+    // Grouped by operator with a counting sort, which is stable.
+    std::vector<int32_t> slot(candidates.size() + 1, 0);
+    for (const Cover& c : covered) ++slot[static_cast<size_t>(c.op) + 1];
+    for (size_t i = 1; i < slot.size(); ++i) slot[i] += slot[i - 1];
+    std::vector<Cover> grouped(covered.size());
+    for (const Cover& c : covered) grouped[static_cast<size_t>(slot[static_cast<size_t>(c.op)]++)] = c;
+    covered.swap(grouped);
     for (size_t i = 0; i < covered.size();) {
       const Pending& op = candidates[static_cast<size_t>(covered[i].op)];
       size_t j = i;
@@ -345,26 +397,47 @@ class Builder {
   bool IsTaskEvent(const TraceEvent& ev) const {
     // daydream's own ranges (layers, gradient markers) annotate; they are never
     // work, whatever category the profiler gave them.
-    const NameClass name = ClassOf(ev.name);
-    if (name == NameClass::kDaydream) return false;
-    return IsTaskEventKind(ev.kind) || (ev.kind == EventKind::kUserAnnotation && name == NameClass::kGloo);
+    const NameTraits& name = TraitsOfTrace(ev.name);
+    if (name.daydream) return false;
+    return IsTaskEventKind(ev.kind) || (ev.kind == EventKind::kUserAnnotation && name.gloo);
   }
 
-  // What IsTaskEvent reads of a name, worked out once per distinct name. A
-  // gloo collective ("gloo:all_reduce", "gloo:broadcast", ...) is a
-  // record_function range on the gloo worker thread that communicated.
-  enum class NameClass : uint8_t { kUnknown, kDaydream, kGloo, kOther };
-  NameClass ClassOf(StringId id) const {
-    if (name_class_.empty()) name_class_.assign(trace_.strings.size(), NameClass::kUnknown);
-    NameClass& c = name_class_[static_cast<size_t>(id)];
-    if (c == NameClass::kUnknown) {
+  // What the rules read of a name, worked out once per distinct name (names
+  // repeat: a million events carry a few thousand).
+  struct NameTraits {
+    bool known = false;
+    bool daydream = false;  // daydream's own ranges ("daydream.module: ...")
+    // A gloo collective ("gloo:all_reduce", "gloo:broadcast", ...): a
+    // record_function range on the gloo worker thread that communicated.
+    bool gloo = false;
+    bool operator_name = false;      // see IsOperatorName
+    bool collective_kernel = false;  // IsCollectiveKernelName
+    bool launch_call = false;        // a launch, or an asynchronous copy or memset call
+    bool event_record = false;       // cudaEventRecord / hipEventRecordWithFlags ...
+    bool stream_wait_event = false;  // cudaStreamWaitEvent ...
+    SyncCall sync = SyncCall::kNone;
+  };
+  const NameTraits& TraitsOfTrace(StringId id) const {
+    if (name_traits_.empty()) name_traits_.resize(trace_.strings.size());
+    NameTraits& t = name_traits_[static_cast<size_t>(id)];
+    if (!t.known) {
       const std::string_view name = trace_.Str(id);
-      c = StartsWith(name, "daydream.") ? NameClass::kDaydream
-          : StartsWith(name, "gloo:")   ? NameClass::kGloo
-                                        : NameClass::kOther;
+      const std::string_view api = StripApiPrefix(name);
+      t.known = true;
+      t.daydream = StartsWith(name, "daydream.");
+      t.gloo = StartsWith(name, "gloo:");
+      t.operator_name = Contains(name, "::") && !Contains(name, " ") && !StartsWith(name, "autograd::engine::");
+      t.collective_kernel = IsCollectiveKernelName(name);
+      t.sync = ClassifySyncCall(name);
+      t.launch_call = Contains(name, "Launch") ||
+                      ((Contains(name, "Memcpy") || Contains(name, "Memset")) && t.sync == SyncCall::kNone);
+      t.event_record = api == "EventRecord" || api == "EventRecordWithFlags";
+      t.stream_wait_event = api == "StreamWaitEvent";
     }
-    return c;
+    return t;
   }
+  // The traits of task `id`'s name.
+  const NameTraits& Traits(int32_t id) const { return TraitsOfTrace(task_trace_name_[static_cast<size_t>(id)]); }
 
   // An event in nesting order: by start, longer first, enclosing kinds first
   // (NestRank), then by index; with whether it is a task event. Sorting (and
@@ -383,17 +456,6 @@ class Builder {
     if (x.rank != y.rank) return x.rank < y.rank;
     return x.event < y.event;
   }
-  std::vector<NestKey> NestKeys(const std::vector<int32_t>& events) const {
-    std::vector<NestKey> keys;
-    keys.reserve(events.size());
-    for (int32_t e : events) {
-      const TraceEvent& ev = Ev(e);
-      keys.push_back(NestKey{ev.ts_ns, ev.dur_ns, e, static_cast<int16_t>(NestRank(ev.kind)), IsTaskEvent(ev)});
-    }
-    std::sort(keys.begin(), keys.end(), NestLess);
-    return keys;
-  }
-
   int32_t CpuResource(int32_t track_index) {
     const TraceTrack& track = trace_.tracks[static_cast<size_t>(track_index)];
     Resource r;
@@ -412,9 +474,8 @@ class Builder {
   void CollectGpuTasks() {
     absl::flat_hash_map<std::pair<int64_t, int64_t>, int32_t> resources;
     std::vector<std::vector<Pending>> per_resource;
-    for (size_t i = 0; i < trace_.events.size(); ++i) {
-      const TraceEvent& ev = trace_.events[i];
-      if (ev.instant || !IsGpuActivityKind(ev.kind)) continue;
+    for (int32_t i : gpu_events_) {
+      const TraceEvent& ev = Ev(i);
       const TraceTrack& track = trace_.tracks[static_cast<size_t>(ev.track)];
       const int64_t device = ev.device >= 0 ? ev.device : track.pid;
       const int64_t stream = ev.stream != kUnset ? ev.stream : track.tid;
@@ -432,10 +493,10 @@ class Builder {
       }
       per_resource.resize(graph_.resources.size());
       per_resource[static_cast<size_t>(it->second)].push_back(
-          Pending{ev.ts_ns, ev.end_ns(), static_cast<int32_t>(i), it->second});
+          Pending{ev.ts_ns, ev.end_ns(), i, it->second});
     }
     for (auto& list : per_resource) {
-      std::sort(list.begin(), list.end(), [](const Pending& a, const Pending& b) {
+      SortRuns(list, [](const Pending& a, const Pending& b) {
         return a.start != b.start ? a.start < b.start : a.event < b.event;
       });
       TimeNs prev_end = kNeverNs;
@@ -455,7 +516,7 @@ class Builder {
 
   // Orders tasks by recorded start (ties by trace order) and creates them.
   void CreateTasks() {
-    std::sort(pending_.begin(), pending_.end(), [](const Pending& a, const Pending& b) {
+    SortRuns(pending_, [](const Pending& a, const Pending& b) {
       if (a.start != b.start) return a.start < b.start;
       // An operator's own work after a zero-length child at its start.
       if (a.self_time != b.self_time) return b.self_time;
@@ -465,6 +526,7 @@ class Builder {
     graph_.origin_ns = origin_;
     graph_.tasks.reserve(pending_.size());
     end_.reserve(pending_.size());
+    task_trace_name_.reserve(pending_.size());
     resource_tasks_.assign(graph_.resources.size(), {});
     for (const Pending& p : pending_) {
       const TraceEvent& ev = Ev(p.event);
@@ -475,16 +537,16 @@ class Builder {
       task.correlation = ev.correlation;
       task.name = GraphString(ev.name);
       task.resource = p.resource;
+      const NameTraits& traits = TraitsOfTrace(ev.name);
       switch (ev.kind) {
         case EventKind::kCpuOp: task.kind = TaskKind::kCpuOp; break;
         case EventKind::kUserAnnotation: task.kind = TaskKind::kCollective; break;  // gloo ranges
         case EventKind::kRuntime:
         case EventKind::kDriver:
-          task.kind = ClassifySyncCall(trace_.Str(ev.name)) != SyncCall::kNone ? TaskKind::kSync
-                                                                              : TaskKind::kRuntime;
+          task.kind = traits.sync != SyncCall::kNone ? TaskKind::kSync : TaskKind::kRuntime;
           break;
         case EventKind::kKernel:
-          task.kind = IsCollectiveKernelName(trace_.Str(ev.name)) ? TaskKind::kCollective : TaskKind::kKernel;
+          task.kind = traits.collective_kernel ? TaskKind::kCollective : TaskKind::kKernel;
           break;
         case EventKind::kMemcpy: task.kind = TaskKind::kMemcpy; break;
         case EventKind::kMemset: task.kind = TaskKind::kMemset; break;
@@ -493,12 +555,16 @@ class Builder {
       task.bytes = TaskBytes(ev);
       const int32_t id = graph_.AddTask(task);
       end_.push_back(p.end);
+      task_trace_name_.push_back(ev.name);
       graph_.recorded_end_ns = std::max(graph_.recorded_end_ns, p.end);
       if (!p.self_time) task_of_[static_cast<size_t>(p.event)] = id;
       resource_tasks_[static_cast<size_t>(p.resource)].push_back(id);
     }
     pending_.clear();
     pending_.shrink_to_fit();
+    // Real traces give 1.2-1.5 edges per task; growing the vector instead
+    // would copy it a few times and fault its pages in twice.
+    graph_.edges.reserve(2 * graph_.tasks.size());
   }
 
   int64_t TaskBytes(const TraceEvent& ev) const {
@@ -596,33 +662,33 @@ class Builder {
   }
 
   void LinkLaunches() {
-    absl::flat_hash_map<int64_t, int32_t> launcher_event;
-    std::vector<std::pair<int32_t, int64_t>> launchers;  // (event, correlation), in event order
-    for (size_t i = 0; i < trace_.events.size(); ++i) {
-      const TraceEvent& ev = trace_.events[i];
-      if ((ev.kind == EventKind::kRuntime || ev.kind == EventKind::kDriver) && ev.correlation != kUnset) {
-        if (launcher_event.try_emplace(ev.correlation, static_cast<int32_t>(i)).second) {
-          launchers.emplace_back(static_cast<int32_t>(i), ev.correlation);
-        }
-      }
+    // The first call of each correlation launched; later ones are dropped.
+    int64_t min_correlation = std::numeric_limits<int64_t>::max(), max_correlation = kUnset;
+    for (int32_t e : launchers_) {
+      min_correlation = std::min(min_correlation, Ev(e).correlation);
+      max_correlation = std::max(max_correlation, Ev(e).correlation);
     }
-    correlation_event_ = std::move(launcher_event);
+    correlation_launcher_.Reset(min_correlation, max_correlation, launchers_.size());
+    size_t kept = 0;
+    for (int32_t e : launchers_) {
+      if (correlation_launcher_.Insert(Ev(e).correlation, static_cast<int32_t>(kept))) launchers_[kept++] = e;
+    }
+    launchers_.resize(kept);
     launcher_.assign(graph_.tasks.size(), kNone);
-    absl::flat_hash_set<int64_t> launched;
+    std::vector<uint8_t> launched(launchers_.size(), 0);
     for (int32_t s : gpu_streams_) {
       for (int32_t k : resource_tasks_[static_cast<size_t>(s)]) {
         const Task& task = graph_.tasks[static_cast<size_t>(k)];
         const int32_t e = static_cast<int32_t>(task.trace_event);
-        auto it = task.correlation != kUnset ? correlation_event_.find(task.correlation)
-                                             : correlation_event_.end();
-        const int32_t l = it == correlation_event_.end() ? kNone : TaskForCpuEvent(it->second);
+        const int32_t index = correlation_launcher_.Find(task.correlation);
+        const int32_t l = index == kNone ? kNone : TaskForCpuEvent(launchers_[static_cast<size_t>(index)]);
         if (l == kNone) {
           Warn("kernel_without_launch",
                StrCat(EventLabel(e), ": no runtime call with correlation ", task.correlation,
                             "; it keeps its recorded idle time on its stream"));
           continue;
         }
-        launched.insert(task.correlation);
+        launched[static_cast<size_t>(index)] = 1;
         launcher_[static_cast<size_t>(k)] = l;
         if (task.recorded_start_ns < Start(l)) {
           Warn("activity_before_launch",
@@ -630,16 +696,13 @@ class Builder {
         }
       }
     }
-    // In event order (not the map's), so that the warning's example is the
-    // same every run.
-    for (const auto& [e, corr] : launchers) {
-      const std::string_view name = trace_.Str(Ev(e).name);
-      const bool launches = Contains(name, "Launch") ||
-                            ((Contains(name, "Memcpy") || Contains(name, "Memset")) &&
-                             ClassifySyncCall(name) == SyncCall::kNone);
-      if (launches && !launched.contains(corr)) {
+    // In event order, so that the warning's example is the same every run.
+    for (size_t i = 0; i < launchers_.size(); ++i) {
+      if (launched[i]) continue;
+      const int32_t e = launchers_[i];
+      if (TraitsOfTrace(Ev(e).name).launch_call) {
         Warn("launch_without_kernel",
-             StrCat(EventLabel(e), ": launch with correlation ", corr,
+             StrCat(EventLabel(e), ": launch with correlation ", Ev(e).correlation,
                           " has no GPU activity in the trace"));
       }
     }
@@ -660,8 +723,8 @@ class Builder {
     auto by_time = [](const Launched& a, const Launched& b) {
       return a.time != b.time ? a.time < b.time : a.task < b.task;
     };
-    for (auto& v : stream_launches_) std::sort(v.begin(), v.end(), by_time);
-    for (auto& v : thread_launches_) std::sort(v.begin(), v.end(), by_time);
+    for (auto& v : stream_launches_) SortRuns(v, by_time);
+    for (auto& v : thread_launches_) SortRuns(v, by_time);
   }
 
   // Last activity in `list` launched strictly before `t`, or kNone.
@@ -683,7 +746,7 @@ class Builder {
   // submits chunk by chunk; a launch that blocked because the launch queue
   // was full.
   bool IsBlockingLaunch(int32_t call, int32_t activity) const {
-    if (ClassifySyncCall(graph_.TaskName(call)) == SyncCall::kBlockingCopy) return true;
+    if (Traits(call).sync == SyncCall::kBlockingCopy) return true;
     return Start(activity) < End(call);
   }
 
@@ -693,7 +756,7 @@ class Builder {
     const TaskKind kind = graph_.tasks[static_cast<size_t>(activity)].kind;
     return blocking_[static_cast<size_t>(activity)] && End(activity) <= End(call) &&
            (kind == TaskKind::kMemcpy || kind == TaskKind::kMemset ||
-            ClassifySyncCall(graph_.TaskName(call)) == SyncCall::kBlockingCopy);
+            Traits(call).sync == SyncCall::kBlockingCopy);
   }
 
   // When the launch of `k` lets it start, with typical latencies: an
@@ -754,9 +817,8 @@ class Builder {
       const Resource& r = graph_.resources[static_cast<size_t>(s)];
       stream_resource[{r.process, r.thread}] = s;
     }
-    for (size_t i = 0; i < trace_.events.size(); ++i) {
-      const TraceEvent& ev = trace_.events[i];
-      if (ev.kind != EventKind::kCudaSync) continue;
+    for (int32_t i : sync_events_) {
+      const TraceEvent& ev = Ev(i);
       const std::string_view kind = ev.sync_kind != 0 ? trace_.Str(ev.sync_kind) : trace_.Str(ev.name);
       if (kind != "Stream Wait Event") continue;
       have_sync_records = true;
@@ -765,16 +827,16 @@ class Builder {
       const int64_t stream = ev.stream != kUnset ? ev.stream : track.tid;
       auto waiting = stream_resource.find({device, stream});
       auto source = stream_resource.find({device, ev.wait_on_stream});
-      auto record = correlation_event_.find(ev.wait_on_event_record_correlation);
-      auto wait = correlation_event_.find(ev.correlation);
-      if (waiting == stream_resource.end() || source == stream_resource.end() ||
-          record == correlation_event_.end() || wait == correlation_event_.end()) {
+      const int32_t record = correlation_launcher_.Find(ev.wait_on_event_record_correlation);
+      const int32_t wait = correlation_launcher_.Find(ev.correlation);
+      if (waiting == stream_resource.end() || source == stream_resource.end() || record == kNone ||
+          wait == kNone) {
         continue;
       }
       AddStreamWait(LastLaunchedBefore(stream_launches_[static_cast<size_t>(source->second)],
-                                       Ev(record->second).ts_ns),
+                                       Ev(launchers_[static_cast<size_t>(record)]).ts_ns),
                     FirstLaunchedAfter(stream_launches_[static_cast<size_t>(waiting->second)],
-                                       Ev(wait->second).ts_ns));
+                                       Ev(launchers_[static_cast<size_t>(wait)]).ts_ns));
     }
     if (have_sync_records) return;
     // Without cuda_sync records: a cudaStreamWaitEvent waits for the event its
@@ -785,10 +847,9 @@ class Builder {
       if (graph_.resources[r].kind != ResourceKind::kCpuThread) continue;
       TimeNs last_record = kNeverNs;
       for (int32_t id : resource_tasks_[r]) {
-        const std::string_view api = StripApiPrefix(graph_.TaskName(id));
-        if (api == "EventRecord" || api == "EventRecordWithFlags") {
+        if (Traits(id).event_record) {
           last_record = Start(id);
-        } else if (api == "StreamWaitEvent") {
+        } else if (Traits(id).stream_wait_event) {
           const int32_t dst = FirstLaunchedAfter(thread_launches_[r], Start(id));
           if (dst == kNone) continue;
           if (last_record != kNeverNs) {
@@ -877,7 +938,7 @@ class Builder {
       const std::vector<int32_t>& list = resource_tasks_[static_cast<size_t>(s)];
       order.insert(order.end(), list.begin(), list.end());
     }
-    std::sort(order.begin(), order.end());
+    SortRuns(order, std::less<int32_t>());
     std::vector<int32_t> prev_on_stream(graph_.tasks.size(), kNone);
     for (int32_t s : gpu_streams_) {
       const std::vector<int32_t>& list = resource_tasks_[static_cast<size_t>(s)];
@@ -947,7 +1008,7 @@ class Builder {
       }
     }
     for (auto& [device, launched] : by_device) {
-      std::sort(launched.begin(), launched.end(), [](const Launched& a, const Launched& b) {
+      SortRuns(launched, [](const Launched& a, const Launched& b) {
         return a.time != b.time ? a.time < b.time : a.task < b.task;
       });
       const size_t n = launched.size();
@@ -1046,11 +1107,8 @@ class Builder {
 
   void LinkSyncCalls() {
     absl::flat_hash_map<int64_t, int32_t> sync_records;  // correlation -> cuda_sync event
-    for (size_t i = 0; i < trace_.events.size(); ++i) {
-      const TraceEvent& ev = trace_.events[i];
-      if (ev.kind == EventKind::kCudaSync && ev.correlation != kUnset) {
-        sync_records.try_emplace(ev.correlation, static_cast<int32_t>(i));
-      }
+    for (int32_t i : sync_events_) {
+      if (Ev(i).correlation != kUnset) sync_records.try_emplace(Ev(i).correlation, i);
     }
     absl::flat_hash_map<std::pair<int64_t, int64_t>, int32_t> stream_resource;
     for (int32_t s : gpu_streams_) {
@@ -1073,7 +1131,7 @@ class Builder {
         SyncWait w;
         w.task = id;
         const TimeNs cs = Start(id), ce = End(id);
-        const SyncCall call = ClassifySyncCall(graph_.TaskName(id));
+        const SyncCall call = Traits(id).sync;
         auto record = task.correlation != kUnset ? sync_records.find(task.correlation) : sync_records.end();
         int64_t recorded_stream = kUnset;
         bool recorded_all = false;
@@ -1586,7 +1644,8 @@ class Builder {
   std::vector<int32_t> task_of_;           // per event: its task
   std::vector<int32_t> cpu_range_events_;  // CPU ranges, parents before children
   std::vector<int32_t> enclosing_;         // AddSelfTimeTasks' scratch, by event
-  mutable std::vector<NameClass> name_class_;  // ClassOf's, by trace string
+  mutable std::vector<NameTraits> name_traits_;  // TraitsOfTrace's, by trace string
+  std::vector<StringId> task_trace_name_;        // per task: its name in the trace
   std::vector<Pending> pending_;
   std::vector<int32_t> resource_track_;    // per resource: trace track (CPU only)
   std::vector<int32_t> gpu_streams_;       // resource ids of GPU streams
@@ -1594,7 +1653,13 @@ class Builder {
   std::vector<TimeNs> end_;                // per task: recorded end
   std::vector<int32_t> launcher_;          // per task: launching CPU task
   std::vector<StringId> string_map_;
-  absl::flat_hash_map<int64_t, int32_t> correlation_event_;
+  std::vector<int32_t> cpu_events_;  // CPU ranges (operators, annotations, calls), in event order
+  std::vector<int32_t> gpu_events_;  // kernels, copies and memsets, in event order
+  std::vector<int32_t> sync_events_;  // cuda_sync records, in event order
+  // Runtime and driver calls with a correlation, in event order; after
+  // LinkLaunches only the first of each correlation.
+  std::vector<int32_t> launchers_;
+  CorrelationIndex correlation_launcher_;  // correlation -> index in launchers_
   std::vector<std::vector<Launched>> stream_launches_;
   std::vector<std::vector<Launched>> thread_launches_;
   std::vector<std::pair<int32_t, int32_t>> stream_waits_;

@@ -297,6 +297,32 @@ TEST_CASE("builder links a kernel to its launch by correlation id", "[builder]")
   CHECK(FindWarning(g, "launch_without_kernel") == nullptr);
 }
 
+TEST_CASE("builder links launches by correlation ids far from zero and far apart", "[builder]") {
+  // Kineto's ids count from the process's first CUDA call (a dense run far
+  // from zero); other producers may give ids scattered over int64.
+  for (const std::vector<int64_t>& ids : {std::vector<int64_t>{135071, 135072, 135073},
+                                          std::vector<int64_t>{3, 9'000'000'000, 40'000'000}}) {
+    INFO(ids[1]);
+    const Graph g = Build({
+        Rt("cudaLaunchKernel", 10, 5, ids[0]),
+        Rt("cudaLaunchKernel", 16, 5, ids[1]),
+        Rt("cudaLaunchKernel", 22, 5, ids[2]),
+        Gpu("k0", 30, 10, ids[0]),
+        Gpu("k1", 41, 10, ids[1]),
+        Gpu("k2", 52, 10, ids[2]),
+        Gpu("orphan", 63, 10, ids[2] + 1),
+    });
+    const int32_t first = TaskNamed(g, "cudaLaunchKernel");
+    CHECK(HasEdge(g, first, TaskNamed(g, "k0"), EdgeKind::kLaunch));
+    CHECK(HasEdge(g, first + 1, TaskNamed(g, "k1"), EdgeKind::kLaunch));
+    CHECK(HasEdge(g, first + 2, TaskNamed(g, "k2"), EdgeKind::kLaunch));
+    CHECK(CountEdges(g, EdgeKind::kLaunch) == 3);
+    const WarningCount* w = FindWarning(g, "kernel_without_launch");
+    REQUIRE(w != nullptr);
+    CHECK(w->count == 1);
+  }
+}
+
 TEST_CASE("builder links cuda_driver cuLaunchKernel calls to their kernels", "[builder]") {
   const Graph g = Build({
       Rt("cuLaunchKernel", 10, 5, 35, 1, "cuda_driver"),
