@@ -304,9 +304,10 @@ def id_stride(unit):
             hi = v if hi is None else max(hi, v)
     if lo is None:
         return 1
-    # Every copy's ids land in [lo + c*S, hi + c*S]; round S up for readability.
-    span = hi - lo + 1
-    return 10 ** len(str(span)) if span > 1 else 10
+    # Every copy's ids land in [lo + c*S, hi + c*S]: back to back, as one long
+    # recording's counters would run (no rounding up, which would leave the
+    # ids several times sparser than any real trace's).
+    return max(1, hi - lo + 1)
 
 
 def write_trace(path, top, meta, blocks, copies, tail_steps, period, stride, step_span, rank, world,

@@ -129,8 +129,11 @@ struct Launched {
   int32_t task = kNone;
 };
 
-// Correlation id -> a value (kNone when absent). Kineto numbers correlations
-// from 1 upward, so a direct table serves; sparse ids fall back to a hash map.
+// Correlation id -> a value (kNone when absent). Kineto draws correlations
+// and operators' External ids from one counter, so a trace's launch calls
+// hold about one id in five of a contiguous range (1 in 5.0 in the HTA V100
+// trace) and a direct table over that range serves; sparser ids fall back to
+// a hash map.
 class CorrelationIndex {
  public:
   // The ids to be inserted lie in [min_id, max_id]; `count` is about how many.
@@ -138,7 +141,7 @@ class CorrelationIndex {
     table_.clear();
     map_.clear();
     base_ = std::max<int64_t>(0, min_id);
-    dense_ = max_id < base_ || static_cast<uint64_t>(max_id - base_) <= 4 * static_cast<uint64_t>(count) + 4096;
+    dense_ = max_id < base_ || static_cast<uint64_t>(max_id - base_) <= 16 * static_cast<uint64_t>(count) + 4096;
     if (dense_) table_.assign(max_id < base_ ? 0 : static_cast<size_t>(max_id - base_) + 1, kNone);
     else map_.reserve(count);
   }
@@ -256,8 +259,9 @@ class Builder {
     for (int32_t e : cpu_events_) {
       const TraceEvent& ev = Ev(e);
       if (!cpu_track[static_cast<size_t>(ev.track)]) continue;
+      const NameTraits& name = TraitsOfTrace(ev.name);
       sorted[static_cast<size_t>(ev.track)].push_back(
-          NestKey{ev.ts_ns, ev.dur_ns, e, static_cast<int16_t>(NestRank(ev.kind)), IsTaskEvent(ev)});
+          NestKey{ev.ts_ns, ev.dur_ns, e, static_cast<int16_t>(NestRank(ev.kind)), IsTaskEvent(ev), name.mark});
     }
     std::vector<uint8_t> has_task_child(trace_.events.size(), 0);
     for (size_t t = 0; t < sorted.size(); ++t) {
@@ -320,7 +324,10 @@ class Builder {
     SortRuns(all, NestLess);
     cpu_range_events_.clear();
     cpu_range_events_.reserve(all.size());
-    for (const NestKey& key : all) cpu_range_events_.push_back(key.event);
+    for (const NestKey& key : all) {
+      cpu_range_events_.push_back(key.event);
+      if (key.mark != Mark::kNone) marked_[static_cast<size_t>(key.mark)].push_back(key.event);
+    }
   }
 
   // A dispatched operator (aten::mkldnn_convolution, c10d::allreduce_,
@@ -402,6 +409,18 @@ class Builder {
     return IsTaskEventKind(ev.kind) || (ev.kind == EventKind::kUserAnnotation && name.gloo);
   }
 
+  // CPU ranges some rule looks for by name.
+  enum class Mark : uint8_t {
+    kNone,
+    kProfilerStep,         // "ProfilerStep#N" (rule 8)
+    kOptimizerStep,        // "Optimizer.step#..." (rule 8)
+    kGradMarker,           // daydream.Profiler's "daydream.grad: ..." (AssignGradients)
+    kAccumulateGrad,       // "torch::autograd::AccumulateGrad" (InferGradients)
+    kAccumulateGradRange,  // autograd's range around it (AccumulateGradRange)
+  };
+  static constexpr int kNumMarks = 6;
+  static constexpr std::string_view kGradMarkerPrefix = "daydream.grad: ";
+
   // What the rules read of a name, worked out once per distinct name (names
   // repeat: a million events carry a few thousand).
   struct NameTraits {
@@ -415,7 +434,10 @@ class Builder {
     bool launch_call = false;        // a launch, or an asynchronous copy or memset call
     bool event_record = false;       // cudaEventRecord / hipEventRecordWithFlags ...
     bool stream_wait_event = false;  // cudaStreamWaitEvent ...
+    bool module_range = false;       // "nn.Module: ..." or "daydream.module: ..." (ModuleRangeName)
     SyncCall sync = SyncCall::kNone;
+    Phase phase = Phase::kUnspecified;  // PhaseFromName
+    Mark mark = Mark::kNone;
   };
   const NameTraits& TraitsOfTrace(StringId id) const {
     if (name_traits_.empty()) name_traits_.resize(trace_.strings.size());
@@ -433,6 +455,15 @@ class Builder {
                       ((Contains(name, "Memcpy") || Contains(name, "Memset")) && t.sync == SyncCall::kNone);
       t.event_record = api == "EventRecord" || api == "EventRecordWithFlags";
       t.stream_wait_event = api == "StreamWaitEvent";
+      t.module_range = !ModuleRangeName(name).empty();
+      t.phase = PhaseFromName(name);
+      t.mark = StartsWith(name, "ProfilerStep#")                                ? Mark::kProfilerStep
+               : StartsWith(name, "Optimizer.step#")                            ? Mark::kOptimizerStep
+               : StartsWith(name, kGradMarkerPrefix)                            ? Mark::kGradMarker
+               : name == "torch::autograd::AccumulateGrad"                      ? Mark::kAccumulateGrad
+               : StartsWith(name, "autograd::engine::evaluate_function: torch::autograd::AccumulateGrad")
+                   ? Mark::kAccumulateGradRange
+                   : Mark::kNone;
     }
     return t;
   }
@@ -449,6 +480,7 @@ class Builder {
     int32_t event;
     int16_t rank;
     bool task;
+    Mark mark;
   };
   static bool NestLess(const NestKey& x, const NestKey& y) {
     if (x.ts != y.ts) return x.ts < y.ts;
@@ -1266,12 +1298,14 @@ class Builder {
 
   void AssignIterations() {
     std::vector<int32_t> steps, optimizer_steps;
-    for (int32_t e : cpu_range_events_) {
-      const TraceEvent& ev = Ev(e);
-      if (ev.kind != EventKind::kUserAnnotation && ev.kind != EventKind::kCpuOp) continue;
-      const std::string_view name = trace_.Str(ev.name);
-      if (StartsWith(name, "ProfilerStep#")) steps.push_back(e);
-      if (StartsWith(name, "Optimizer.step#")) optimizer_steps.push_back(e);
+    auto annotation_or_op = [&](int32_t e) {
+      return Ev(e).kind == EventKind::kUserAnnotation || Ev(e).kind == EventKind::kCpuOp;
+    };
+    for (int32_t e : marked_[static_cast<size_t>(Mark::kProfilerStep)]) {
+      if (annotation_or_op(e)) steps.push_back(e);
+    }
+    for (int32_t e : marked_[static_cast<size_t>(Mark::kOptimizerStep)]) {
+      if (annotation_or_op(e)) optimizer_steps.push_back(e);
     }
     if (!steps.empty()) {
       for (int32_t e : steps) {
@@ -1320,14 +1354,12 @@ class Builder {
     const size_t n = trace_.events.size();
     std::vector<Phase> phase_of(n, Phase::kUnspecified);
     std::vector<int32_t> layer_of(n, kNone);
-    std::vector<int8_t> name_phase(trace_.strings.size(), -1);
     absl::flat_hash_map<int64_t, int32_t> forward_layer_by_seq;
     for (int32_t e : cpu_range_events_) {
       const TraceEvent& ev = Ev(e);
       const int32_t p = parent_[static_cast<size_t>(e)];
-      int8_t& np = name_phase[static_cast<size_t>(ev.name)];
-      if (np < 0) np = static_cast<int8_t>(PhaseFromName(trace_.Str(ev.name)));
-      const auto own = static_cast<Phase>(np);
+      const NameTraits& name = TraitsOfTrace(ev.name);
+      const Phase own = name.phase;
       const Phase inherited = p == kNone ? Phase::kUnspecified : phase_of[static_cast<size_t>(p)];
       // The innermost range that names a phase wins, except that nothing
       // inside communication or the optimizer is reclassified.
@@ -1338,8 +1370,7 @@ class Builder {
       phase_of[static_cast<size_t>(e)] = phase;
       const int32_t parent_layer = p == kNone ? kNone : layer_of[static_cast<size_t>(p)];
       int32_t layer = parent_layer;
-      const std::string_view module = ModuleRangeName(trace_.Str(ev.name));
-      if (!module.empty()) layer = LayerFor(module, parent_layer);
+      if (name.module_range) layer = LayerFor(ModuleRangeName(trace_.Str(ev.name)), parent_layer);
       if (ev.sequence_number != kUnset && ev.kind == EventKind::kCpuOp) {
         if (own == Phase::kBackward) {
           auto it = forward_layer_by_seq.find(ev.sequence_number);
@@ -1423,9 +1454,7 @@ class Builder {
   // ("autograd::engine::evaluate_function: torch::autograd::AccumulateGrad").
   int32_t AccumulateGradRange(int32_t e) const {
     for (int32_t p = e; p != kNone; p = parent_[static_cast<size_t>(p)]) {
-      if (StartsWith(trace_.Str(Ev(p).name), "autograd::engine::evaluate_function: torch::autograd::AccumulateGrad")) {
-        return p;
-      }
+      if (TraitsOfTrace(Ev(p).name).mark == Mark::kAccumulateGradRange) return p;
     }
     return kNone;
   }
@@ -1436,17 +1465,15 @@ class Builder {
   // by the work its AccumulateGrad step ran. Traces without markers get
   // their gradients inferred from AccumulateGrad ops (InferGradients).
   void AssignGradients() {
-    constexpr std::string_view kPrefix = "daydream.grad: ";
     absl::flat_hash_map<std::string, int32_t> tensor_of;
     absl::flat_hash_map<std::string, int32_t> layer_by_name;
     for (size_t l = 0; l < graph_.layers.size(); ++l) {
       layer_by_name.try_emplace(std::string(graph_.Str(graph_.layers[l].name)), static_cast<int32_t>(l));
     }
-    for (int32_t e : cpu_range_events_) {
+    for (int32_t e : marked_[static_cast<size_t>(Mark::kGradMarker)]) {
       const TraceEvent& ev = Ev(e);
       const std::string_view text = trace_.Str(ev.name);
-      if (!StartsWith(text, kPrefix)) continue;
-      const std::vector<std::string_view> parts = Split(text.substr(kPrefix.size()), '|');
+      const std::vector<std::string_view> parts = Split(text.substr(kGradMarkerPrefix.size()), '|');
       std::optional<int64_t> bytes = parts.size() == 4 ? ParseInt(parts[3]) : std::nullopt;
       std::optional<std::vector<int64_t>> shape = parts.size() == 4 ? ParseShape(parts[2]) : std::nullopt;
       if (!bytes.has_value() || !shape.has_value() || parts[0].empty()) {
@@ -1502,10 +1529,7 @@ class Builder {
   // elements, so elements ~ grid x block x 4 (within one block: on the
   // bundled ResNet-50 trace this gives 25.58 M parameters for 25.56 M).
   void InferGradients() {
-    std::vector<int32_t> ops;
-    for (int32_t e : cpu_range_events_) {
-      if (trace_.Str(Ev(e).name) == "torch::autograd::AccumulateGrad") ops.push_back(e);
-    }
+    const std::vector<int32_t>& ops = marked_[static_cast<size_t>(Mark::kAccumulateGrad)];
     if (ops.empty() || graph_.iterations.empty()) return;
     std::vector<int32_t> index_in_iteration(graph_.iterations.size(), 0);
     std::vector<int32_t> tensor_of_index;
@@ -1643,6 +1667,7 @@ class Builder {
   std::vector<int32_t> parent_;            // per event: enclosing CPU range
   std::vector<int32_t> task_of_;           // per event: its task
   std::vector<int32_t> cpu_range_events_;  // CPU ranges, parents before children
+  std::vector<int32_t> marked_[kNumMarks];  // per Mark: the CPU ranges of that name, in the same order
   std::vector<int32_t> enclosing_;         // AddSelfTimeTasks' scratch, by event
   mutable std::vector<NameTraits> name_traits_;  // TraitsOfTrace's, by trace string
   std::vector<StringId> task_trace_name_;        // per task: its name in the trace
