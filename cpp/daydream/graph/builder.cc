@@ -120,6 +120,7 @@ struct Pending {
   int32_t event = kNone;
   int32_t resource = kNone;
   bool self_time = false;  // a stretch of an enclosing operator's own work
+  bool is_operator = false;  // CPU: IsOperatorName of its event
 };
 
 // An activity launched at `time` (its launch call's start, or its own start
@@ -236,10 +237,14 @@ class Builder {
   // The events each rule reads, in event order, from one pass over the
   // (large) events instead of one per rule.
   void IndexEvents() {
+    cpu_events_per_track_.assign(trace_.tracks.size(), 0);
     for (size_t i = 0; i < trace_.events.size(); ++i) {
       const TraceEvent& ev = trace_.events[i];
       const auto e = static_cast<int32_t>(i);
-      if (!ev.instant && IsCpuRangeKind(ev.kind)) cpu_events_.push_back(e);
+      if (!ev.instant && IsCpuRangeKind(ev.kind)) {
+        cpu_events_.push_back(e);
+        ++cpu_events_per_track_[static_cast<size_t>(ev.track)];
+      }
       if (!ev.instant && IsGpuActivityKind(ev.kind)) gpu_events_.push_back(e);
       if ((ev.kind == EventKind::kRuntime || ev.kind == EventKind::kDriver) && ev.correlation >= 0) {
         launchers_.push_back(e);
@@ -256,12 +261,16 @@ class Builder {
       cpu_track[t] = !trace_.tracks[t].gpu && !trace_.tracks[t].pid_is_text;
     }
     std::vector<std::vector<NestKey>> sorted(trace_.tracks.size());
+    for (size_t t = 0; t < sorted.size(); ++t) {
+      if (cpu_track[t]) sorted[t].reserve(static_cast<size_t>(cpu_events_per_track_[t]));
+    }
+    pending_.reserve(cpu_events_.size() + gpu_events_.size());  // all but operators' own work
     for (int32_t e : cpu_events_) {
       const TraceEvent& ev = Ev(e);
       if (!cpu_track[static_cast<size_t>(ev.track)]) continue;
       const NameTraits& name = TraitsOfTrace(ev.name);
-      sorted[static_cast<size_t>(ev.track)].push_back(
-          NestKey{ev.ts_ns, ev.dur_ns, e, static_cast<int16_t>(NestRank(ev.kind)), IsTaskEvent(ev), name.mark});
+      sorted[static_cast<size_t>(ev.track)].push_back(NestKey{ev.ts_ns, ev.dur_ns, e, static_cast<int8_t>(NestRank(ev.kind)),
+                                                              IsTaskEvent(ev), IsOperatorName(ev), name.mark});
     }
     std::vector<uint8_t> has_task_child(trace_.events.size(), 0);
     for (size_t t = 0; t < sorted.size(); ++t) {
@@ -272,6 +281,7 @@ class Builder {
       // keys rather than the (much larger, randomly reached) events.
       std::vector<std::pair<size_t, TimeNs>> stack;
       std::vector<Pending> candidates;
+      candidates.reserve(keys.size());
       for (size_t k = 0; k < keys.size(); ++k) {
         const NestKey& key = keys[k];
         while (!stack.empty() && stack.back().second <= key.ts &&
@@ -299,7 +309,7 @@ class Builder {
           }
         }
         stack.emplace_back(k, end);
-        if (key.task) candidates.push_back(Pending{key.ts, end, e, kNone});
+        if (key.task) candidates.push_back(Pending{key.ts, end, e, kNone, false, key.is_operator});
       }
       int32_t resource = kNone;
       TimeNs prev_end = kNeverNs;
@@ -366,6 +376,7 @@ class Builder {
       TimeNs from, to;
     };
     std::vector<Cover> covered;
+    covered.reserve(candidates.size());
     for (const Pending& c : candidates) {
       for (int32_t a = parent_[static_cast<size_t>(c.event)]; a != kNone; a = parent_[static_cast<size_t>(a)]) {
         const int32_t op = enclosing_[static_cast<size_t>(a)];
@@ -385,7 +396,7 @@ class Builder {
       const Pending& op = candidates[static_cast<size_t>(covered[i].op)];
       size_t j = i;
       while (j < covered.size() && covered[j].op == covered[i].op) ++j;
-      if (IsOperatorName(Ev(op.event))) {
+      if (op.is_operator) {
         TimeNs cursor = op.start;
         auto add = [&](TimeNs from, TimeNs to) {
           if (to - from >= options_.min_self_task_ns) pending_.push_back(Pending{from, to, op.event, resource, true});
@@ -478,8 +489,9 @@ class Builder {
     TimeNs ts;
     TimeNs dur;
     int32_t event;
-    int16_t rank;
+    int8_t rank;
     bool task;
+    bool is_operator;  // IsOperatorName
     Mark mark;
   };
   static bool NestLess(const NestKey& x, const NestKey& y) {
@@ -1679,6 +1691,7 @@ class Builder {
   std::vector<int32_t> launcher_;          // per task: launching CPU task
   std::vector<StringId> string_map_;
   std::vector<int32_t> cpu_events_;  // CPU ranges (operators, annotations, calls), in event order
+  std::vector<int64_t> cpu_events_per_track_;
   std::vector<int32_t> gpu_events_;  // kernels, copies and memsets, in event order
   std::vector<int32_t> sync_events_;  // cuda_sync records, in event order
   // Runtime and driver calls with a correlation, in event order; after
