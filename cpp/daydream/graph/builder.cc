@@ -218,7 +218,7 @@ class Builder {
  private:
   const TraceEvent& Ev(int32_t i) const { return trace_.events[static_cast<size_t>(i)]; }
   Task& T(int32_t id) { return graph_.tasks[static_cast<size_t>(id)]; }
-  TimeNs Start(int32_t id) const { return graph_.tasks[static_cast<size_t>(id)].recorded_start_ns; }
+  TimeNs Start(int32_t id) const { return start_[static_cast<size_t>(id)]; }
   TimeNs End(int32_t id) const { return end_[static_cast<size_t>(id)]; }
 
   StringId GraphString(StringId trace_id) {
@@ -236,18 +236,30 @@ class Builder {
 
   // The events each rule reads, in event order, from one pass over the
   // (large) events instead of one per rule.
+  // What is read of an event is read here, while the pass has it in cache.
   void IndexEvents() {
-    cpu_events_per_track_.assign(trace_.tracks.size(), 0);
+    // Rule 1 nests the ranges of each CPU thread (not those of GPU tracks or
+    // of named timelines such as "Spans").
+    track_keys_.resize(trace_.tracks.size());
+    std::vector<uint8_t> cpu_track(trace_.tracks.size(), 0);
+    for (size_t t = 0; t < trace_.tracks.size(); ++t) {
+      const TraceTrack& track = trace_.tracks[t];
+      cpu_track[t] = !track.gpu && !track.pid_is_text;
+      if (cpu_track[t]) track_keys_[t].reserve(static_cast<size_t>(track.num_events));
+    }
     for (size_t i = 0; i < trace_.events.size(); ++i) {
       const TraceEvent& ev = trace_.events[i];
       const auto e = static_cast<int32_t>(i);
-      if (!ev.instant && IsCpuRangeKind(ev.kind)) {
-        cpu_events_.push_back(e);
-        ++cpu_events_per_track_[static_cast<size_t>(ev.track)];
+      if (!ev.instant && IsCpuRangeKind(ev.kind) && cpu_track[static_cast<size_t>(ev.track)]) {
+        track_keys_[static_cast<size_t>(ev.track)].push_back(NestKey{ev.ts_ns, ev.dur_ns, e,
+                                                                     static_cast<int8_t>(NestRank(ev.kind)),
+                                                                     IsTaskEvent(ev), IsOperatorName(ev),
+                                                                     TraitsOfTrace(ev.name).mark});
+        ++num_cpu_ranges_;
       }
       if (!ev.instant && IsGpuActivityKind(ev.kind)) gpu_events_.push_back(e);
       if ((ev.kind == EventKind::kRuntime || ev.kind == EventKind::kDriver) && ev.correlation >= 0) {
-        launchers_.push_back(e);
+        launchers_.push_back(Launcher{ev.correlation, e, TraitsOfTrace(ev.name).launch_call});
       }
       if (ev.kind == EventKind::kCudaSync) sync_events_.push_back(e);
     }
@@ -255,23 +267,8 @@ class Builder {
 
   // --- rule 1: CPU tasks ---------------------------------------------------
   void CollectCpuTasks() {
-    // Each thread's ranges as nesting keys, in one pass over the events.
-    std::vector<uint8_t> cpu_track(trace_.tracks.size(), 0);
-    for (size_t t = 0; t < trace_.tracks.size(); ++t) {
-      cpu_track[t] = !trace_.tracks[t].gpu && !trace_.tracks[t].pid_is_text;
-    }
-    std::vector<std::vector<NestKey>> sorted(trace_.tracks.size());
-    for (size_t t = 0; t < sorted.size(); ++t) {
-      if (cpu_track[t]) sorted[t].reserve(static_cast<size_t>(cpu_events_per_track_[t]));
-    }
-    pending_.reserve(cpu_events_.size() + gpu_events_.size());  // all but operators' own work
-    for (int32_t e : cpu_events_) {
-      const TraceEvent& ev = Ev(e);
-      if (!cpu_track[static_cast<size_t>(ev.track)]) continue;
-      const NameTraits& name = TraitsOfTrace(ev.name);
-      sorted[static_cast<size_t>(ev.track)].push_back(NestKey{ev.ts_ns, ev.dur_ns, e, static_cast<int8_t>(NestRank(ev.kind)),
-                                                              IsTaskEvent(ev), IsOperatorName(ev), name.mark});
-    }
+    std::vector<std::vector<NestKey>>& sorted = track_keys_;
+    pending_.reserve(num_cpu_ranges_ + gpu_events_.size());  // all but operators' own work
     std::vector<uint8_t> has_task_child(trace_.events.size(), 0);
     for (size_t t = 0; t < sorted.size(); ++t) {
       if (sorted[t].empty()) continue;
@@ -569,6 +566,7 @@ class Builder {
     origin_ = pending_.front().start;
     graph_.origin_ns = origin_;
     graph_.tasks.reserve(pending_.size());
+    start_.reserve(pending_.size());
     end_.reserve(pending_.size());
     task_trace_name_.reserve(pending_.size());
     resource_tasks_.assign(graph_.resources.size(), {});
@@ -598,6 +596,7 @@ class Builder {
       }
       task.bytes = TaskBytes(ev);
       const int32_t id = graph_.AddTask(task);
+      start_.push_back(p.start);
       end_.push_back(p.end);
       task_trace_name_.push_back(ev.name);
       graph_.recorded_end_ns = std::max(graph_.recorded_end_ns, p.end);
@@ -708,14 +707,14 @@ class Builder {
   void LinkLaunches() {
     // The first call of each correlation launched; later ones are dropped.
     int64_t min_correlation = std::numeric_limits<int64_t>::max(), max_correlation = kUnset;
-    for (int32_t e : launchers_) {
-      min_correlation = std::min(min_correlation, Ev(e).correlation);
-      max_correlation = std::max(max_correlation, Ev(e).correlation);
+    for (const Launcher& l : launchers_) {
+      min_correlation = std::min(min_correlation, l.correlation);
+      max_correlation = std::max(max_correlation, l.correlation);
     }
     correlation_launcher_.Reset(min_correlation, max_correlation, launchers_.size());
     size_t kept = 0;
-    for (int32_t e : launchers_) {
-      if (correlation_launcher_.Insert(Ev(e).correlation, static_cast<int32_t>(kept))) launchers_[kept++] = e;
+    for (const Launcher& l : launchers_) {
+      if (correlation_launcher_.Insert(l.correlation, static_cast<int32_t>(kept))) launchers_[kept++] = l;
     }
     launchers_.resize(kept);
     launcher_.assign(graph_.tasks.size(), kNone);
@@ -725,7 +724,7 @@ class Builder {
         const Task& task = graph_.tasks[static_cast<size_t>(k)];
         const int32_t e = static_cast<int32_t>(task.trace_event);
         const int32_t index = correlation_launcher_.Find(task.correlation);
-        const int32_t l = index == kNone ? kNone : TaskForCpuEvent(launchers_[static_cast<size_t>(index)]);
+        const int32_t l = index == kNone ? kNone : TaskForCpuEvent(launchers_[static_cast<size_t>(index)].event);
         if (l == kNone) {
           Warn("kernel_without_launch",
                StrCat(EventLabel(e), ": no runtime call with correlation ", task.correlation,
@@ -742,13 +741,9 @@ class Builder {
     }
     // In event order, so that the warning's example is the same every run.
     for (size_t i = 0; i < launchers_.size(); ++i) {
-      if (launched[i]) continue;
-      const int32_t e = launchers_[i];
-      if (TraitsOfTrace(Ev(e).name).launch_call) {
-        Warn("launch_without_kernel",
-             StrCat(EventLabel(e), ": launch with correlation ", Ev(e).correlation,
-                          " has no GPU activity in the trace"));
-      }
+      if (launched[i] || !launchers_[i].launch_call) continue;
+      Warn("launch_without_kernel", StrCat(EventLabel(launchers_[i].event), ": launch with correlation ",
+                                           launchers_[i].correlation, " has no GPU activity in the trace"));
     }
     // Activities launched per stream and per CPU thread, by launch time.
     // Work with no recorded launch was submitted before the trace began.
@@ -878,9 +873,9 @@ class Builder {
         continue;
       }
       AddStreamWait(LastLaunchedBefore(stream_launches_[static_cast<size_t>(source->second)],
-                                       Ev(launchers_[static_cast<size_t>(record)]).ts_ns),
+                                       Ev(launchers_[static_cast<size_t>(record)].event).ts_ns),
                     FirstLaunchedAfter(stream_launches_[static_cast<size_t>(waiting->second)],
-                                       Ev(launchers_[static_cast<size_t>(wait)]).ts_ns));
+                                       Ev(launchers_[static_cast<size_t>(wait)].event).ts_ns));
     }
     if (have_sync_records) return;
     // Without cuda_sync records: a cudaStreamWaitEvent waits for the event its
@@ -1066,21 +1061,25 @@ class Builder {
         max_pending = std::max(max_pending, pending[j]);
         waiting.push(Start(launched[j].task));
       }
-      // Typical cost of each launch API where the queue had room.
-      absl::flat_hash_map<StringId, std::vector<TimeNs>> costs;
+      // Typical cost of each launch API where the queue had room (by name;
+      // kUnset for names never seen with room).
+      std::vector<StringId> names(n);
+      for (size_t j = 0; j < n; ++j) names[j] = T(launcher_[static_cast<size_t>(launched[j].task)]).name;
+      std::vector<std::vector<TimeNs>> costs(graph_.strings.size());
       for (size_t j = 0; j < n; ++j) {
         const int32_t l = launcher_[static_cast<size_t>(launched[j].task)];
-        if (pending[j] < max_pending) costs[T(l).name].push_back(End(l) - Start(l));
+        if (pending[j] < max_pending) costs[static_cast<size_t>(names[j])].push_back(End(l) - Start(l));
       }
-      absl::flat_hash_map<StringId, TimeNs> typical;
-      for (auto& [name, v] : costs) typical[name] = Median(v, 0);
+      std::vector<TimeNs> typical(graph_.strings.size(), kUnset);
+      for (size_t name = 0; name < costs.size(); ++name) {
+        if (!costs[name].empty()) typical[name] = Median(costs[name], 0);
+      }
       // The queue filled if launches that found max_pending activities
       // waiting took much longer than their kind usually does.
       int64_t blocked_calls = 0;
       for (size_t j = 0; j < n; ++j) {
         const int32_t l = launcher_[static_cast<size_t>(launched[j].task)];
-        auto t = typical.find(T(l).name);
-        const TimeNs usual = t == typical.end() ? 0 : t->second;
+        const TimeNs usual = std::max<TimeNs>(0, typical[static_cast<size_t>(names[j])]);
         if (pending[j] == max_pending && End(l) - Start(l) > 2 * usual + 5'000) ++blocked_calls;
       }
       const bool saturated = max_pending >= 64 && blocked_calls >= 5;
@@ -1096,7 +1095,7 @@ class Builder {
       int64_t blocked = 0;
       for (size_t j = static_cast<size_t>(depth); j < n; ++j) {
         const int32_t l = launcher_[static_cast<size_t>(launched[j].task)];
-        if (l == last_launcher || T(l).kind == TaskKind::kSync) continue;  // blocking copies wait on their own
+        if (l == last_launcher || Traits(l).sync != SyncCall::kNone) continue;  // blocking copies wait on their own
         last_launcher = l;
         const int32_t a = launched[j - static_cast<size_t>(depth)].task;
         // The queue was full when the call began: the activity a queue-depth
@@ -1104,9 +1103,9 @@ class Builder {
         const bool full = Start(a) > Start(l);
         if (full) {
           ++blocked;
-          auto t = typical.find(T(l).name);
-          if (t != typical.end() && !options_.exact_latencies) {
-            T(l).duration_ns = std::min(T(l).duration_ns, t->second);
+          const TimeNs usual = typical[static_cast<size_t>(names[j])];
+          if (usual != kUnset && !options_.exact_latencies) {
+            T(l).duration_ns = std::min(T(l).duration_ns, usual);
           } else if (options_.exact_latencies) {
             T(l).duration_ns = std::min(T(l).duration_ns, Latency(End(l) - Start(a), tail, true));
           }
@@ -1687,16 +1686,24 @@ class Builder {
   std::vector<int32_t> resource_track_;    // per resource: trace track (CPU only)
   std::vector<int32_t> gpu_streams_;       // resource ids of GPU streams
   std::vector<std::vector<int32_t>> resource_tasks_;  // per resource, start order
-  std::vector<TimeNs> end_;                // per task: recorded end
+  // Per task: recorded start and end (as in the tasks, but dense: the rules
+  // read them for tasks all over the graph).
+  std::vector<TimeNs> start_;
+  std::vector<TimeNs> end_;
   std::vector<int32_t> launcher_;          // per task: launching CPU task
   std::vector<StringId> string_map_;
-  std::vector<int32_t> cpu_events_;  // CPU ranges (operators, annotations, calls), in event order
-  std::vector<int64_t> cpu_events_per_track_;
+  std::vector<std::vector<NestKey>> track_keys_;  // per track: its CPU ranges' nesting keys
+  size_t num_cpu_ranges_ = 0;
   std::vector<int32_t> gpu_events_;  // kernels, copies and memsets, in event order
   std::vector<int32_t> sync_events_;  // cuda_sync records, in event order
   // Runtime and driver calls with a correlation, in event order; after
   // LinkLaunches only the first of each correlation.
-  std::vector<int32_t> launchers_;
+  struct Launcher {
+    int64_t correlation;
+    int32_t event;
+    bool launch_call;  // NameTraits::launch_call
+  };
+  std::vector<Launcher> launchers_;
   CorrelationIndex correlation_launcher_;  // correlation -> index in launchers_
   std::vector<std::vector<Launched>> stream_launches_;
   std::vector<std::vector<Launched>> thread_launches_;
