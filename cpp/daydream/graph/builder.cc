@@ -325,16 +325,38 @@ class Builder {
       }
       if (resource != kNone) AddSelfTimeTasks(candidates, has_task_child, resource);
     }
-    // Every thread's ranges in one nesting order: a merge of the sorted runs.
-    std::vector<NestKey> all;
-    for (const std::vector<NestKey>& keys : sorted) all.insert(all.end(), keys.begin(), keys.end());
-    SortRuns(all, NestLess);
+    // Every thread's ranges in one nesting order: a k-way merge of the
+    // threads' sorted keys (a heap of each thread's next key).
     cpu_range_events_.clear();
-    cpu_range_events_.reserve(all.size());
-    for (const NestKey& key : all) {
-      cpu_range_events_.push_back(key.event);
-      if (key.mark != Mark::kNone) marked_[static_cast<size_t>(key.mark)].push_back(key.event);
+    cpu_range_events_.reserve(num_cpu_ranges_);
+    std::vector<std::pair<size_t, size_t>> heads;  // (track, position)
+    auto later = [&](const std::pair<size_t, size_t>& a, const std::pair<size_t, size_t>& b) {
+      return NestLess(sorted[b.first][b.second], sorted[a.first][a.second]);
+    };
+    for (size_t t = 0; t < sorted.size(); ++t) {
+      if (!sorted[t].empty()) heads.emplace_back(t, 0);
     }
+    std::make_heap(heads.begin(), heads.end(), later);
+    while (!heads.empty()) {
+      std::pop_heap(heads.begin(), heads.end(), later);
+      auto& [t, k] = heads.back();
+      const std::vector<NestKey>& keys = sorted[t];
+      // This thread's keys up to the next thread's first one (threads run in
+      // bursts, so mostly many at a time).
+      const NestKey* next = heads.size() > 1 ? &sorted[heads.front().first][heads.front().second] : nullptr;
+      do {
+        const NestKey& key = keys[k];
+        cpu_range_events_.push_back(key.event);
+        if (key.mark != Mark::kNone) marked_[static_cast<size_t>(key.mark)].push_back(key.event);
+      } while (++k < keys.size() && (next == nullptr || NestLess(keys[k], *next)));
+      if (k < keys.size()) {
+        std::push_heap(heads.begin(), heads.end(), later);
+      } else {
+        heads.pop_back();
+      }
+    }
+    track_keys_.clear();
+    track_keys_.shrink_to_fit();
   }
 
   // A dispatched operator (aten::mkldnn_convolution, c10d::allreduce_,
