@@ -51,32 +51,35 @@ inline constexpr int64_t kUnset = -1;
 // One complete ('X') or instant ('i') event. Optional integer args hold
 // kUnset when absent; optional strings hold id 0 (the empty string).
 struct TraceEvent {
+  // The fields every pass over the events reads come first, so that they
+  // share the event's first 64 bytes (fewer cache lines per event).
   TimeNs ts_ns = 0;
   TimeNs dur_ns = 0;
   int64_t correlation = kUnset;
-  int64_t external_id = kUnset;
+  int64_t bytes = kUnset;            // args "bytes" / "Bytes"
+  int64_t stream = kUnset;           // args "stream"
+  StringId name = 0;
+  int32_t track = -1;            // index into Trace::tracks
+  int32_t device = -1;           // args "device"
+  EventKind kind = EventKind::kUnspecified;
+  bool instant = false;          // 'i' event: dur_ns is 0 and meaningless
+  StringId input_dims = 0;       // raw JSON of "Input Dims"
+  // The rest.
+  int64_t in_msg_nelems = kUnset;    // collectives
   int64_t sequence_number = kUnset;
+  int64_t external_id = kUnset;
   int64_t fwd_thread_id = kUnset;
   int64_t record_function_id = kUnset;
-  int64_t stream = kUnset;           // args "stream"
-  int64_t bytes = kUnset;            // args "bytes" / "Bytes"
-  int64_t in_msg_nelems = kUnset;    // collectives
   int64_t out_msg_nelems = kUnset;
   int64_t wait_on_stream = kUnset;   // cuda_sync
   int64_t wait_on_event_record_correlation = kUnset;
-  StringId name = 0;
-  StringId input_dims = 0;       // raw JSON of "Input Dims"
+  int64_t grid_blocks = kUnset;  // kernels: product of "grid" dimensions
   StringId input_types = 0;      // raw JSON of "Input type"
   StringId collective_name = 0;  // "Collective name"
   StringId dtype = 0;
   StringId sync_kind = 0;        // "cuda_sync_kind"
-  int32_t track = -1;            // index into Trace::tracks
-  int32_t device = -1;           // args "device"
   int32_t group_size = -1;       // "Group size"
-  int64_t grid_blocks = kUnset;  // kernels: product of "grid" dimensions
   int32_t block_threads = -1;    // kernels: product of "block" dimensions
-  EventKind kind = EventKind::kUnspecified;
-  bool instant = false;          // 'i' event: dur_ns is 0 and meaningless
 
   TimeNs end_ns() const { return ts_ns + dur_ns; }
 };
