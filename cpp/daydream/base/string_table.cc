@@ -6,6 +6,8 @@
 namespace daydream {
 namespace {
 constexpr size_t kBlockBytes = size_t{1} << 16;
+
+absl::string_view Key(std::string_view s) { return absl::string_view(s.data(), s.size()); }
 }  // namespace
 
 StringTable::StringTable() { Intern(""); }
@@ -38,17 +40,17 @@ std::string_view StringTable::Store(std::string_view s) {
 }
 
 StringId StringTable::Intern(std::string_view s) {
-  auto it = index_.find(s);
+  auto it = index_.find(Key(s));
   if (it != index_.end()) return it->second;
   const std::string_view stored = Store(s);
   const auto id = static_cast<StringId>(views_.size());
   views_.push_back(stored);
-  index_.emplace(stored, id);
+  index_.emplace(Key(stored), id);
   return id;
 }
 
 StringId StringTable::Find(std::string_view s) const {
-  auto it = index_.find(s);
+  auto it = index_.find(Key(s));
   return it == index_.end() ? -1 : it->second;
 }
 

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/strings/string_view.h"
 
 namespace daydream {
 
@@ -46,7 +47,10 @@ class StringTable {
   size_t block_size_ = 0;
   size_t arena_bytes_ = 0;
   std::vector<std::string_view> views_;
-  absl::flat_hash_map<std::string_view, StringId> index_;
+  // Keyed by absl::string_view: where abseil is built with its own
+  // string_view (Debian's is), absl::Hash of a std::string_view falls back to
+  // std::hash, which is several times slower on the reader's hot path.
+  absl::flat_hash_map<absl::string_view, StringId> index_;
 };
 
 }  // namespace daydream

@@ -551,6 +551,7 @@ class KinetoParser {
     trace_ = Trace();
     trace_.events = std::move(events);
     track_index_.clear();
+    kind_of_category_.clear();  // by the string ids of the table just reset
     meta_process_names_.clear();
     meta_process_labels_.clear();
     meta_log_.clear();
@@ -1093,6 +1094,15 @@ class KinetoParser {
     return Commit(s, index);
   }
 
+  // EventKindFromCategory, once per distinct category string.
+  EventKind KindOfCategory(StringId category) {
+    const auto i = static_cast<size_t>(category);
+    if (i >= kind_of_category_.size()) kind_of_category_.resize(trace_.strings.size(), EventKind::kUnspecified);
+    EventKind& kind = kind_of_category_[i];
+    if (kind == EventKind::kUnspecified) kind = EventKindFromCategory(trace_.strings.Get(category));
+    return kind;
+  }
+
   int32_t TrackFor(const IdValue& pid, const IdValue& tid) {
     const auto key = std::make_tuple(pid.is_text ? 0 : pid.num, tid.is_text ? 0 : tid.num,
                                      pid.is_text ? pid.text : -1, tid.is_text ? tid.text : -1);
@@ -1149,7 +1159,7 @@ class KinetoParser {
       if (ev.dur_ns < 0) {
         return EventError(index, StrCat("'dur' is negative (", NsToUs(ev.dur_ns), " us)"));
       }
-      ev.kind = EventKindFromCategory(trace_.strings.Get(s.category));
+      ev.kind = KindOfCategory(s.category);
     } else {
       ev.kind = EventKind::kInstant;
       ev.instant = true;
@@ -1225,6 +1235,7 @@ class KinetoParser {
   int64_t index_ = 0;         // of the next event
   std::vector<PendingWarning> pending_warnings_;
   absl::flat_hash_map<std::tuple<int64_t, int64_t, StringId, StringId>, int32_t> track_index_;
+  std::vector<EventKind> kind_of_category_;  // KindOfCategory's, by category string (kUnspecified: not yet)
   std::vector<std::pair<int32_t, StringId>> meta_process_names_;
   std::vector<std::pair<int32_t, StringId>> meta_process_labels_;
   // A detached parser (ParseTwoWindows' helper) logs its thread_name and
