@@ -12,6 +12,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
+#include "daydream/base/huge_pages.h"
 #include "daydream/base/math.h"
 #include "daydream/base/status_macros.h"
 #include "daydream/base/sort.h"
@@ -182,8 +183,8 @@ class Builder {
     graph_.world_size = trace_.world_size;
     graph_.warnings = trace_.warnings;
     const size_t n = trace_.events.size();
-    parent_.assign(n, kNone);
-    task_of_.assign(n, kNone);
+    parent_ = HugePagesVector(n, kNone);
+    task_of_ = HugePagesVector(n, kNone);
     IndexEvents();
     CollectCpuTasks();
     CollectGpuTasks();
@@ -253,7 +254,7 @@ class Builder {
     for (size_t t = 0; t < trace_.tracks.size(); ++t) {
       const TraceTrack& track = trace_.tracks[t];
       cpu_track[t] = !track.gpu && !track.pid_is_text;
-      if (cpu_track[t]) track_keys_[t].reserve(static_cast<size_t>(track.num_events));
+      if (cpu_track[t]) ReserveHugePages(track_keys_[t], static_cast<size_t>(track.num_events));
     }
     for (size_t i = 0; i < trace_.events.size(); ++i) {
       const TraceEvent& ev = trace_.events[i];
@@ -276,7 +277,7 @@ class Builder {
   // --- rule 1: CPU tasks ---------------------------------------------------
   void CollectCpuTasks() {
     std::vector<std::vector<NestKey>>& sorted = track_keys_;
-    pending_.reserve(num_cpu_ranges_ + gpu_events_.size());  // all but operators' own work
+    ReserveHugePages(pending_, num_cpu_ranges_ + gpu_events_.size());  // all but operators' own work
     std::vector<uint8_t> has_task_child(trace_.events.size(), 0);
     for (size_t t = 0; t < sorted.size(); ++t) {
       if (sorted[t].empty()) continue;
@@ -286,7 +287,7 @@ class Builder {
       // keys rather than the (much larger, randomly reached) events.
       std::vector<std::pair<size_t, TimeNs>> stack;
       std::vector<Pending> candidates;
-      candidates.reserve(keys.size());
+      ReserveHugePages(candidates, keys.size());
       for (size_t k = 0; k < keys.size(); ++k) {
         const NestKey& key = keys[k];
         while (!stack.empty() && stack.back().second <= key.ts &&
@@ -336,7 +337,7 @@ class Builder {
     // Every thread's ranges in one nesting order: a k-way merge of the
     // threads' sorted keys (a heap of each thread's next key).
     cpu_range_events_.clear();
-    cpu_range_events_.reserve(num_cpu_ranges_);
+    ReserveHugePages(cpu_range_events_, num_cpu_ranges_);
     std::vector<std::pair<size_t, size_t>> heads;  // (track, position)
     auto later = [&](const std::pair<size_t, size_t>& a, const std::pair<size_t, size_t>& b) {
       return NestLess(sorted[b.first][b.second], sorted[a.first][a.second]);
@@ -387,7 +388,7 @@ class Builder {
     if (options_.min_self_task_ns <= 0) return;
     // event -> index in candidates of the enclosing ones (kNone elsewhere;
     // reset before returning, so one array serves every thread).
-    if (enclosing_.empty()) enclosing_.assign(trace_.events.size(), kNone);
+    if (enclosing_.empty()) enclosing_ = HugePagesVector(trace_.events.size(), kNone);
     bool any = false;
     for (size_t i = 0; i < candidates.size(); ++i) {
       if (!has_task_child[static_cast<size_t>(candidates[i].event)]) continue;
@@ -403,7 +404,7 @@ class Builder {
       TimeNs from, to;
     };
     std::vector<Cover> covered;
-    covered.reserve(candidates.size());
+    ReserveHugePages(covered, candidates.size());
     for (const Pending& c : candidates) {
       for (int32_t a = parent_[static_cast<size_t>(c.event)]; a != kNone; a = parent_[static_cast<size_t>(a)]) {
         const int32_t op = enclosing_[static_cast<size_t>(a)];
@@ -416,7 +417,7 @@ class Builder {
     std::vector<int32_t> slot(candidates.size() + 1, 0);
     for (const Cover& c : covered) ++slot[static_cast<size_t>(c.op) + 1];
     for (size_t i = 1; i < slot.size(); ++i) slot[i] += slot[i - 1];
-    std::vector<Cover> grouped(covered.size());
+    std::vector<Cover> grouped = HugePagesVector(covered.size(), Cover{});
     for (const Cover& c : covered) grouped[static_cast<size_t>(slot[static_cast<size_t>(c.op)]++)] = c;
     covered.swap(grouped);
     for (size_t i = 0; i < covered.size();) {
@@ -595,11 +596,16 @@ class Builder {
     });
     origin_ = pending_.front().start;
     graph_.origin_ns = origin_;
-    graph_.tasks.reserve(pending_.size());
-    start_.reserve(pending_.size());
-    end_.reserve(pending_.size());
-    task_trace_name_.reserve(pending_.size());
+    ReserveHugePages(graph_.tasks, pending_.size());
+    ReserveHugePages(start_, pending_.size());
+    ReserveHugePages(end_, pending_.size());
+    ReserveHugePages(task_trace_name_, pending_.size());
     resource_tasks_.assign(graph_.resources.size(), {});
+    {
+      std::vector<size_t> per_resource(graph_.resources.size(), 0);
+      for (const Pending& p : pending_) ++per_resource[static_cast<size_t>(p.resource)];
+      for (size_t r = 0; r < per_resource.size(); ++r) ReserveHugePages(resource_tasks_[r], per_resource[r]);
+    }
     for (size_t i = 0; i < pending_.size(); ++i) {
       // Tasks come in start order, events in file order: fetch ahead.
       if (i + kPrefetchAhead < pending_.size()) PrefetchEvent(pending_[i + kPrefetchAhead].event);
@@ -640,7 +646,7 @@ class Builder {
     pending_.shrink_to_fit();
     // Real traces give 1.2-1.5 edges per task; growing the vector instead
     // would copy it a few times and fault its pages in twice.
-    graph_.edges.reserve(2 * graph_.tasks.size());
+    ReserveHugePages(graph_.edges, 2 * graph_.tasks.size());
   }
 
   int64_t TaskBytes(const TraceEvent& ev) const {
@@ -750,7 +756,7 @@ class Builder {
       if (correlation_launcher_.Insert(l.correlation, static_cast<int32_t>(kept))) launchers_[kept++] = l;
     }
     launchers_.resize(kept);
-    launcher_.assign(graph_.tasks.size(), kNone);
+    launcher_ = HugePagesVector(graph_.tasks.size(), kNone);
     std::vector<uint8_t> launched(launchers_.size(), 0);
     for (int32_t s : gpu_streams_) {
       for (int32_t k : resource_tasks_[static_cast<size_t>(s)]) {
@@ -782,6 +788,9 @@ class Builder {
     // Work with no recorded launch was submitted before the trace began.
     stream_launches_.assign(graph_.resources.size(), {});
     thread_launches_.assign(graph_.resources.size(), {});
+    for (int32_t s : gpu_streams_) {
+      ReserveHugePages(stream_launches_[static_cast<size_t>(s)], resource_tasks_[static_cast<size_t>(s)].size());
+    }
     for (int32_t s : gpu_streams_) {
       for (int32_t k : resource_tasks_[static_cast<size_t>(s)]) {
         const int32_t l = launcher_[static_cast<size_t>(k)];
@@ -1011,7 +1020,7 @@ class Builder {
       order.insert(order.end(), list.begin(), list.end());
     }
     SortRuns(order, std::less<int32_t>());
-    std::vector<int32_t> prev_on_stream(graph_.tasks.size(), kNone);
+    std::vector<int32_t> prev_on_stream = HugePagesVector(graph_.tasks.size(), kNone);
     for (int32_t s : gpu_streams_) {
       const std::vector<int32_t>& list = resource_tasks_[static_cast<size_t>(s)];
       for (size_t i = 1; i < list.size(); ++i) prev_on_stream[static_cast<size_t>(list[i])] = list[i - 1];
@@ -1411,8 +1420,8 @@ class Builder {
 
   void AssignPhasesAndLayers() {
     const size_t n = trace_.events.size();
-    std::vector<Phase> phase_of(n, Phase::kUnspecified);
-    std::vector<int32_t> layer_of(n, kNone);
+    std::vector<Phase> phase_of = HugePagesVector(n, Phase::kUnspecified);
+    std::vector<int32_t> layer_of = HugePagesVector(n, kNone);
     absl::flat_hash_map<int64_t, int32_t> forward_layer_by_seq;
     for (int32_t e : cpu_range_events_) {
       const TraceEvent& ev = Ev(e);

@@ -4,6 +4,7 @@
 #include <string>
 #include <utility>
 
+#include "daydream/base/huge_pages.h"
 #include "daydream/base/status_macros.h"
 #include "daydream/base/strings.h"
 #include "daydream/base/time.h"
@@ -103,8 +104,8 @@ int32_t Graph::AddTensor(Tensor tensor) {
 
 void Graph::BuildAdjacency() {
   const size_t n = tasks.size();
-  out_offsets_.assign(n + 1, 0);
-  in_offsets_.assign(n + 1, 0);
+  out_offsets_ = HugePagesVector<int32_t>(n + 1, 0);
+  in_offsets_ = HugePagesVector<int32_t>(n + 1, 0);
   for (const Edge& e : edges) {
     ++out_offsets_[static_cast<size_t>(e.from) + 1];
     ++in_offsets_[static_cast<size_t>(e.to) + 1];
@@ -113,8 +114,8 @@ void Graph::BuildAdjacency() {
     out_offsets_[i + 1] += out_offsets_[i];
     in_offsets_[i + 1] += in_offsets_[i];
   }
-  out_index_.resize(edges.size());
-  in_index_.resize(edges.size());
+  out_index_ = HugePagesVector<int32_t>(edges.size(), 0);
+  in_index_ = HugePagesVector<int32_t>(edges.size(), 0);
   std::vector<int32_t> out_fill(out_offsets_.begin(), out_offsets_.end() - 1);
   std::vector<int32_t> in_fill(in_offsets_.begin(), in_offsets_.end() - 1);
   for (size_t i = 0; i < edges.size(); ++i) {
@@ -248,14 +249,14 @@ absl::Status Graph::Validate() const {
   const size_t nodes = 2 * static_cast<size_t>(n);
   auto tail_node = [](const Edge& e) { return 2 * static_cast<size_t>(e.from) + (FromTailStart(e.kind) ? 0 : 1); };
   auto head_node = [](const Edge& e) { return 2 * static_cast<size_t>(e.to) + (ToHeadEnd(e.kind) ? 1 : 0); };
-  std::vector<int32_t> indegree(nodes, 0);
-  std::vector<int32_t> offsets(nodes + 1, 0);
+  std::vector<int32_t> indegree = HugePagesVector<int32_t>(nodes, 0);
+  std::vector<int32_t> offsets = HugePagesVector<int32_t>(nodes + 1, 0);
   for (const Edge& e : edges) {
     ++offsets[tail_node(e) + 1];
     ++indegree[head_node(e)];
   }
   for (size_t v = 0; v < nodes; ++v) offsets[v + 1] += offsets[v];
-  std::vector<int32_t> heads(edges.size());
+  std::vector<int32_t> heads = HugePagesVector<int32_t>(edges.size(), 0);
   std::vector<int32_t> fill(offsets.begin(), offsets.end() - 1);
   for (const Edge& e : edges) {
     heads[static_cast<size_t>(fill[tail_node(e)]++)] = static_cast<int32_t>(head_node(e));

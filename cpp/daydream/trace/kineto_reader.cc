@@ -21,6 +21,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
+#include "daydream/base/huge_pages.h"
 #include "daydream/base/strings.h"
 #include "daydream/base/status_macros.h"
 #include "daydream/base/time.h"
@@ -443,7 +444,8 @@ class KinetoParser {
   absl::Status ParseEventStream(int64_t depth) {
     // Real traces take 200-450 bytes per event: room for all of them at once
     // (growing would copy the vector); pages never written cost no memory.
-    trace_.events.reserve(static_cast<size_t>(std::min<uint64_t>(in_.size_hint(), uint64_t{1} << 40) / 128 + 16));
+    ReserveHugePages(trace_.events,
+                     static_cast<size_t>(std::min<uint64_t>(in_.size_hint(), uint64_t{1} << 40) / 128 + 16));
     size_t window = std::max<size_t>(options_.window_bytes, 64);
     while (true) {
       if (options_.parallel_windows) {
@@ -547,7 +549,7 @@ class KinetoParser {
   void LoadDetached(std::string_view text) {
     std::vector<TraceEvent> events = std::move(trace_.events);  // keeps its capacity
     events.clear();
-    events.reserve(text.size() / 128 + 16);  // as ParseEventStream: no growth, no copies
+    ReserveHugePages(events, text.size() / 128 + 16);  // as ParseEventStream: no growth, no copies
     trace_ = Trace();
     trace_.events = std::move(events);
     track_index_.clear();
