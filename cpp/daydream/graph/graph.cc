@@ -198,7 +198,58 @@ absl::Status Graph::ValidateRanges() const {
   return absl::OkStatus();
 }
 
-absl::Status Graph::Validate() const {
+int64_t Graph::FindCycleTask(int64_t* stuck_tasks) const {
+  // The event graph the simulator runs: node 2t is task t's start, 2t+1 its
+  // end. Ordinary edges tie an end to a start, launch edges two starts, sync
+  // edges two ends. Any cycle there could never finish.
+  const auto n = static_cast<int64_t>(tasks.size());
+  for (const Edge& e : edges) {
+    if (e.from < 0 || e.from >= n || e.to < 0 || e.to >= n) return kDanglingEdge;
+  }
+  const size_t nodes = 2 * static_cast<size_t>(n);
+  auto tail_node = [](const Edge& e) { return 2 * static_cast<size_t>(e.from) + (FromTailStart(e.kind) ? 0 : 1); };
+  auto head_node = [](const Edge& e) { return 2 * static_cast<size_t>(e.to) + (ToHeadEnd(e.kind) ? 1 : 0); };
+  std::vector<int32_t> indegree = HugePagesVector<int32_t>(nodes, 0);
+  std::vector<int32_t> offsets = HugePagesVector<int32_t>(nodes + 1, 0);
+  for (const Edge& e : edges) {
+    ++offsets[tail_node(e) + 1];
+    ++indegree[head_node(e)];
+  }
+  for (size_t v = 0; v < nodes; ++v) offsets[v + 1] += offsets[v];
+  std::vector<int32_t> heads = HugePagesVector<int32_t>(edges.size(), 0);
+  std::vector<int32_t> fill(offsets.begin(), offsets.end() - 1);
+  for (const Edge& e : edges) {
+    heads[static_cast<size_t>(fill[tail_node(e)]++)] = static_cast<int32_t>(head_node(e));
+  }
+  for (size_t t = 0; t < static_cast<size_t>(n); ++t) ++indegree[2 * t + 1];  // start -> end
+  std::vector<int32_t> stack;
+  for (size_t v = 0; v < nodes; ++v) {
+    if (indegree[v] == 0) stack.push_back(static_cast<int32_t>(v));
+  }
+  size_t visited = 0;
+  while (!stack.empty()) {
+    const auto v = static_cast<size_t>(stack.back());
+    stack.pop_back();
+    ++visited;
+    if (v % 2 == 0 && --indegree[v + 1] == 0) stack.push_back(static_cast<int32_t>(v + 1));
+    for (int32_t k = offsets[v]; k < offsets[v + 1]; ++k) {
+      const auto h = static_cast<size_t>(heads[static_cast<size_t>(k)]);
+      if (--indegree[h] == 0) stack.push_back(static_cast<int32_t>(h));
+    }
+  }
+  if (visited == nodes) return -1;
+  if (stuck_tasks != nullptr) *stuck_tasks = static_cast<int64_t>(nodes - visited + 1) / 2;
+  for (size_t v = 0; v < nodes; ++v) {
+    if (indegree[v] > 0) return static_cast<int64_t>(v / 2);
+  }
+  return -1;  // not reached: some node was left unvisited
+}
+
+absl::Status Graph::Validate() const { return ValidateImpl(/*check_cycles=*/true); }
+
+absl::Status Graph::ValidateAllButCycles() const { return ValidateImpl(/*check_cycles=*/false); }
+
+absl::Status Graph::ValidateImpl(bool check_cycles) const {
   const auto n = static_cast<int64_t>(tasks.size());
   const auto num_resources = static_cast<int64_t>(resources.size());
   auto bad = [](std::string msg) { return absl::FailedPreconditionError(std::move(msg)); };
@@ -243,49 +294,10 @@ absl::Status Graph::Validate() const {
     if (e.lag_ns < 0) return bad(StrCat("edge ", i, ": negative lag"));
     if (e.kind == EdgeKind::kUnspecified) return bad(StrCat("edge ", i, ": kind unspecified"));
   }
-  // Cycle check on the event graph the simulator runs: node 2t is task t's
-  // start, 2t+1 its end. Ordinary edges tie an end to a start, launch edges
-  // two starts, sync edges two ends. Any cycle there could never finish.
-  const size_t nodes = 2 * static_cast<size_t>(n);
-  auto tail_node = [](const Edge& e) { return 2 * static_cast<size_t>(e.from) + (FromTailStart(e.kind) ? 0 : 1); };
-  auto head_node = [](const Edge& e) { return 2 * static_cast<size_t>(e.to) + (ToHeadEnd(e.kind) ? 1 : 0); };
-  std::vector<int32_t> indegree = HugePagesVector<int32_t>(nodes, 0);
-  std::vector<int32_t> offsets = HugePagesVector<int32_t>(nodes + 1, 0);
-  for (const Edge& e : edges) {
-    ++offsets[tail_node(e) + 1];
-    ++indegree[head_node(e)];
-  }
-  for (size_t v = 0; v < nodes; ++v) offsets[v + 1] += offsets[v];
-  std::vector<int32_t> heads = HugePagesVector<int32_t>(edges.size(), 0);
-  std::vector<int32_t> fill(offsets.begin(), offsets.end() - 1);
-  for (const Edge& e : edges) {
-    heads[static_cast<size_t>(fill[tail_node(e)]++)] = static_cast<int32_t>(head_node(e));
-  }
-  for (size_t t = 0; t < static_cast<size_t>(n); ++t) ++indegree[2 * t + 1];  // start -> end
-  std::vector<int32_t> stack;
-  for (size_t v = 0; v < nodes; ++v) {
-    if (indegree[v] == 0) stack.push_back(static_cast<int32_t>(v));
-  }
-  size_t visited = 0;
-  while (!stack.empty()) {
-    const auto v = static_cast<size_t>(stack.back());
-    stack.pop_back();
-    ++visited;
-    if (v % 2 == 0 && --indegree[v + 1] == 0) stack.push_back(static_cast<int32_t>(v + 1));
-    for (int32_t k = offsets[v]; k < offsets[v + 1]; ++k) {
-      const auto h = static_cast<size_t>(heads[static_cast<size_t>(k)]);
-      if (--indegree[h] == 0) stack.push_back(static_cast<int32_t>(h));
-    }
-  }
-  if (visited != nodes) {
-    for (size_t v = 0; v < nodes; ++v) {
-      if (indegree[v] > 0) {
-        const size_t t = v / 2;
-        return bad(StrCat("the dependency edges form a cycle through task ", t, " (",
-                                Str(tasks[t].name), "); ", (nodes - visited + 1) / 2,
-                                " tasks could never finish"));
-      }
-    }
+  int64_t stuck = 0;  // tasks whose start or end is never reached
+  if (const int64_t t = check_cycles ? FindCycleTask(&stuck) : -1; t >= 0) {
+    return bad(StrCat("the dependency edges form a cycle through task ", t, " (", Str(tasks[static_cast<size_t>(t)].name),
+                      "); ", stuck, " tasks could never finish"));
   }
   for (size_t i = 0; i < iterations.size(); ++i) {
     const Iteration& it = iterations[i];

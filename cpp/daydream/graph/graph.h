@@ -251,6 +251,18 @@ class Graph {
   // every other broken invariant FailedPrecondition.
   absl::Status Validate() const;
 
+  // Validate's cycle check alone: a task on a cycle of the dependency edges
+  // (-1 when there is none; kDanglingEdge when an edge names a task that does
+  // not exist, which Validate reports first), and in `stuck_tasks` about how
+  // many tasks the cycles leave unable to finish. Reads only the edges and
+  // the number of tasks, so it may run while another thread sets the tasks'
+  // other fields.
+  static constexpr int64_t kDanglingEdge = -2;
+  int64_t FindCycleTask(int64_t* stuck_tasks = nullptr) const;
+
+  // Validate, less the cycle check: for a caller that ran FindCycleTask.
+  absl::Status ValidateAllButCycles() const;
+
   std::string_view Str(StringId id) const { return strings.Get(id); }
   std::string_view TaskName(int32_t task) const { return strings.Get(tasks[static_cast<size_t>(task)].name); }
 
@@ -276,6 +288,7 @@ class Graph {
   ProfilerOverheadRemoval profiler_overhead;
 
  private:
+  absl::Status ValidateImpl(bool check_cycles) const;
   absl::Status ValidateRanges() const;
 
   std::vector<int32_t> out_offsets_;

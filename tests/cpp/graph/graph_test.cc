@@ -160,6 +160,27 @@ TEST_CASE("Validate catches a cycle of ordinary edges", "[graph]") {
                          Catch::Contains("3 tasks could never finish"));
 }
 
+TEST_CASE("FindCycleTask names a task on a cycle, or says there is none or an edge dangles", "[graph]") {
+  Fixture f;
+  f.Add("a", f.cpu, 1);
+  f.Add("b", f.cpu, 1);
+  f.Add("c", f.gpu, 1, TaskKind::kKernel);
+  f.g.AddEdge(0, 1, EdgeKind::kSequential);
+  f.g.AddEdge(1, 2, EdgeKind::kLaunch);
+  int64_t stuck = -7;
+  CHECK(f.g.FindCycleTask(&stuck) == -1);
+  CHECK(stuck == -7);  // untouched without a cycle
+  f.g.AddEdge(2, 1, EdgeKind::kStreamWait);  // b and c wait on each other; a does not
+  const int64_t t = f.g.FindCycleTask(&stuck);
+  CHECK((t == 1 || t == 2));
+  CHECK(stuck == 2);
+  CHECK(f.g.ValidateAllButCycles().ok());  // everything else about the graph is fine
+  CHECK_THAT(Msg(f.g.Validate()), Catch::Contains("cycle") && Catch::Contains("2 tasks could never finish"));
+  f.g.AddEdge(0, 9, EdgeKind::kThread);
+  CHECK(f.g.FindCycleTask() == Graph::kDanglingEdge);
+  CHECK_THAT(Msg(f.g.ValidateAllButCycles()), Catch::Contains("dangling end"));
+}
+
 TEST_CASE("Validate sees a cycle made by launch and sync semantics", "[graph]") {
   // An asynchronous launch releases the kernel when the call ends, and the
   // sync edge holds the call's end until the kernel ends: neither can finish.
