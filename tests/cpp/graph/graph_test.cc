@@ -146,13 +146,20 @@ TEST_CASE("Validate catches a self edge", "[graph]") {
   CHECK(Msg(f.g.Validate()) == "edge 1: task 1 depends on itself");
 }
 
-TEST_CASE("Validate catches a cycle of ordinary edges", "[graph]") {
-  Fixture f;
+namespace {
+// Tasks a, b (CPU) and c (GPU kernel): a -> b sequential, b launches c.
+void AddChainOfThree(Fixture& f) {
   f.Add("a", f.cpu, 1);
   f.Add("b", f.cpu, 1);
   f.Add("c", f.gpu, 1, TaskKind::kKernel);
   f.g.AddEdge(0, 1, EdgeKind::kSequential);
   f.g.AddEdge(1, 2, EdgeKind::kLaunch);
+}
+}  // namespace
+
+TEST_CASE("Validate catches a cycle of ordinary edges", "[graph]") {
+  Fixture f;
+  AddChainOfThree(f);
   f.g.AddEdge(2, 0, EdgeKind::kStreamWait);
   const absl::Status s = f.g.Validate();
   REQUIRE_FALSE(s.ok());
@@ -162,11 +169,7 @@ TEST_CASE("Validate catches a cycle of ordinary edges", "[graph]") {
 
 TEST_CASE("FindCycleTask names a task on a cycle, or says there is none or an edge dangles", "[graph]") {
   Fixture f;
-  f.Add("a", f.cpu, 1);
-  f.Add("b", f.cpu, 1);
-  f.Add("c", f.gpu, 1, TaskKind::kKernel);
-  f.g.AddEdge(0, 1, EdgeKind::kSequential);
-  f.g.AddEdge(1, 2, EdgeKind::kLaunch);
+  AddChainOfThree(f);
   int64_t stuck = -7;
   CHECK(f.g.FindCycleTask(&stuck) == -1);
   CHECK(stuck == -7);  // untouched without a cycle
