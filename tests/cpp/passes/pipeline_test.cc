@@ -99,8 +99,12 @@ class BreakingPass : public Pass {
       Task t = graph.tasks[1];
       t.name = graph.strings.Intern("c");
       graph.AddEdge(0, graph.AddTask(t), EdgeKind::kSequential);  // a gets two successors
+    } else if (how_ == "rewired cycle") {
+      graph.edges[0] = Edge{2, 0, EdgeKind::kData, 0};  // a -> b becomes k -> a, while a launches k
     } else if (how_ == "negative") {
       graph.tasks[1].duration_ns = -5;
+    } else if (how_ == "slower") {
+      graph.tasks[1].duration_ns *= 2;
     } else if (how_ == "huge") {
       graph.tasks[1].duration_ns = kMaxTimeNs - 1;
       graph.tasks[2].duration_ns = kMaxTimeNs - 1;
@@ -219,6 +223,10 @@ TEST_CASE("pipeline reports a pass that leaves an invalid graph", "[pipeline]") 
     pipeline.AddPass<BreakingPass>("cycle");
     expected = "cycle";
   }
+  SECTION("a cycle made by rewiring an edge (same number of tasks and edges)") {
+    pipeline.AddPass<BreakingPass>("rewired cycle");
+    expected = "cycle";
+  }
   SECTION("a resource with two chains") {
     pipeline.AddPass<BreakingPass>("fork");
     expected = "resource order broken";
@@ -235,4 +243,26 @@ TEST_CASE("pipeline reports a pass that leaves an invalid graph", "[pipeline]") 
   CHECK_THAT(message, Catch::StartsWith("breaking left an invalid graph"));
   CHECK_THAT(message, Catch::Contains(expected));
   CHECK(log.empty());
+}
+
+TEST_CASE("pipeline skips the cycle search after a pass that leaves every edge as it was", "[pipeline]") {
+  // The graph handed in already has a cycle (BuildGraph and LoadGraph never
+  // give one); a pass that only rescales durations cannot have made it, so
+  // the check after that pass does not look for cycles, while a pass that
+  // adds an edge gets the full check.
+  Graph g = SmallGraph();
+  g.AddEdge(2, 0, EdgeKind::kData);  // k -> a, while a launches k
+  g.BuildAdjacency();
+  PassContext context;
+  Pipeline durations_only;
+  durations_only.AddPass<BreakingPass>("slower");
+  absl::StatusOr<bool> changed = durations_only.Run(g, context);
+  REQUIRE(changed.ok());
+  CHECK(*changed);
+  CHECK(g.tasks[1].duration_ns == 20);
+  Pipeline adds_an_edge;
+  adds_an_edge.AddPass<AddTaskPass>();
+  changed = adds_an_edge.Run(g, context);
+  REQUIRE_FALSE(changed.ok());
+  CHECK_THAT(std::string(changed.status().message()), Catch::Contains("cycle"));
 }
