@@ -132,11 +132,11 @@ struct Launched {
   int32_t task = kNone;
 };
 
-// Correlation id -> a value (kNone when absent). Kineto draws correlations
-// and operators' External ids from one counter, so a trace's launch calls
-// hold about one id in five of a contiguous range (1 in 5.0 in the HTA V100
-// trace) and a direct table over that range serves; sparser ids fall back to
-// a hash map.
+// Correlation id -> a value (kNone when absent). Correlations are a counter
+// (CUPTI numbers every runtime call, recorded or not), so a trace's launch
+// calls hold a dense share of a contiguous range (one id in five in the HTA
+// V100 trace) and a direct table over that range serves; sparser ids fall
+// back to a hash map.
 class CorrelationIndex {
  public:
   // The ids to be inserted lie in [min_id, max_id]; `count` is about how many.
