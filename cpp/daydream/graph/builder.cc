@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <limits>
 #include <string>
+#include <system_error>
 #include <utility>
 #include <vector>
 
@@ -205,7 +206,13 @@ class Builder {
     LinkThreads();
     // The edges are final: the cycle check (a tenth of the build) runs on
     // another core while the rest is assigned, which adds no edges.
-    std::future<int64_t> cycle = std::async(std::launch::async, [this] { return graph_.FindCycleTask(); });
+    auto find_cycle = [this] { return graph_.FindCycleTask(); };
+    std::future<int64_t> cycle;
+    try {
+      cycle = std::async(std::launch::async, find_cycle);
+    } catch (const std::system_error&) {
+      cycle = std::async(std::launch::deferred, find_cycle);  // no thread to be had: at the end, on this one
+    }
     AssignIterations();
     AssignPhasesAndLayers();
     AssignGradients();
