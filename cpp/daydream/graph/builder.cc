@@ -123,7 +123,7 @@ struct Pending {
   int32_t event = kNone;
   int32_t resource = kNone;
   bool self_time = false;  // a stretch of an enclosing operator's own work
-  bool is_operator = false;  // CPU: IsOperatorName of its event
+  bool is_operator = false;  // CPU: IsOperator of its event
 };
 
 // An activity launched at `time` (its launch call's start, or its own start
@@ -273,10 +273,11 @@ class Builder {
       const TraceEvent& ev = trace_.events[i];
       const auto e = static_cast<int32_t>(i);
       if (!ev.instant && IsCpuRangeKind(ev.kind) && cpu_track[static_cast<size_t>(ev.track)]) {
+        const NameTraits& name = TraitsOfTrace(ev.name);
         track_keys_[static_cast<size_t>(ev.track)].push_back(NestKey{ev.ts_ns, ev.dur_ns, e,
                                                                      static_cast<int8_t>(NestRank(ev.kind)),
-                                                                     IsTaskEvent(ev), IsOperatorName(ev),
-                                                                     TraitsOfTrace(ev.name).mark});
+                                                                     IsTaskEvent(ev.kind, name),
+                                                                     IsOperator(ev.kind, name), name.mark});
         ++num_cpu_ranges_;
       }
       if (!ev.instant && IsGpuActivityKind(ev.kind)) gpu_events_.push_back(e);
@@ -381,15 +382,6 @@ class Builder {
     track_keys_.shrink_to_fit();
   }
 
-  // A dispatched operator (aten::mkldnn_convolution, c10d::allreduce_,
-  // torch::autograd::AccumulateGrad): a namespaced cpu_op. Not a range
-  // recorded as an operator (ProfilerStep#7 in 2021 traces, autograd's
-  // evaluate_function wrapper, backward nodes), nor a runtime call (its
-  // driver children leave it no work of its own).
-  bool IsOperatorName(const TraceEvent& ev) const {
-    return ev.kind == EventKind::kCpuOp && TraitsOfTrace(ev.name).operator_name;
-  }
-
   // An operator that encloses other tasks can still do most of the work
   // itself: aten::mkldnn_convolution computes after its aten::empty child
   // allocated the output. Each stretch of at least min_self_task_ns inside a
@@ -453,14 +445,6 @@ class Builder {
     for (const Pending& c : candidates) enclosing_[static_cast<size_t>(c.event)] = kNone;
   }
 
-  bool IsTaskEvent(const TraceEvent& ev) const {
-    // daydream's own ranges (layers, gradient markers) annotate; they are never
-    // work, whatever category the profiler gave them.
-    const NameTraits& name = TraitsOfTrace(ev.name);
-    if (name.daydream) return false;
-    return IsTaskEventKind(ev.kind) || (ev.kind == EventKind::kUserAnnotation && name.gloo);
-  }
-
   // CPU ranges some rule looks for by name.
   enum class Mark : uint8_t {
     kNone,
@@ -481,7 +465,7 @@ class Builder {
     // A gloo collective ("gloo:all_reduce", "gloo:broadcast", ...): a
     // record_function range on the gloo worker thread that communicated.
     bool gloo = false;
-    bool operator_name = false;      // see IsOperatorName
+    bool operator_name = false;      // see IsOperator
     bool collective_kernel = false;  // IsCollectiveKernelName
     bool launch_call = false;        // a launch, or an asynchronous copy or memset call
     bool event_record = false;       // cudaEventRecord / hipEventRecordWithFlags ...
@@ -519,6 +503,23 @@ class Builder {
     }
     return t;
   }
+
+  // A dispatched operator (aten::mkldnn_convolution, c10d::allreduce_,
+  // torch::autograd::AccumulateGrad): a namespaced cpu_op. Not a range
+  // recorded as an operator (ProfilerStep#7 in 2021 traces, autograd's
+  // evaluate_function wrapper, backward nodes), nor a runtime call (its
+  // driver children leave it no work of its own).
+  static bool IsOperator(EventKind kind, const NameTraits& name) {
+    return kind == EventKind::kCpuOp && name.operator_name;
+  }
+
+  static bool IsTaskEvent(EventKind kind, const NameTraits& name) {
+    // daydream's own ranges (layers, gradient markers) annotate; they are never
+    // work, whatever category the profiler gave them.
+    if (name.daydream) return false;
+    return IsTaskEventKind(kind) || (kind == EventKind::kUserAnnotation && name.gloo);
+  }
+
   // The traits of task `id`'s name.
   const NameTraits& Traits(int32_t id) const { return TraitsOfTrace(task_trace_name_[static_cast<size_t>(id)]); }
 
@@ -532,7 +533,7 @@ class Builder {
     int32_t event;
     int8_t rank;
     bool task;
-    bool is_operator;  // IsOperatorName
+    bool is_operator;  // IsOperator
     Mark mark;
   };
   static bool NestLess(const NestKey& x, const NestKey& y) {
