@@ -191,6 +191,18 @@ def predict(prof: Any, opt: str, options: Dict[str, Any]) -> Dict[str, Any]:
     }
 
 
+def keep_capture(a: argparse.Namespace, exp: str, name: str, prof: Any, prediction: Dict[str, Any]) -> None:
+    """--save-traces: the captured baseline and the passes as daydream.predict
+    ran them (calibrated options included), to rerun by hand with
+    `daydream predict TRACE --opt OPTS`."""
+    if not getattr(a, "save_traces", None):
+        return
+    os.makedirs(a.save_traces, exist_ok=True)
+    stem = os.path.join(a.save_traces, f"{exp}_{name}")
+    prof.save_trace(stem + ".json.gz")
+    Path(stem + ".options.json").write_text(json.dumps({"opts": prediction["opts"]}, indent=1) + "\n")
+
+
 def summarize(times: Dict[str, List[List[float]]], base: str, opt: str) -> Dict[str, Any]:
     flat = {k: [t for r in v for t in r] for k, v in times.items()}
     ratios = [statistics.median(b) / statistics.median(o) for b, o in zip(times[base], times[opt])]
@@ -257,6 +269,7 @@ def single_process(exp: str, name: str, a: argparse.Namespace) -> Dict[str, Any]
     prof = capture(base_step, base_model, base_opt, a.active)
     out = summarize(times, "baseline", "optimized")
     out["prediction"] = predict(prof, pass_opt, options)
+    keep_capture(a, exp, name, prof, out["prediction"])
     if exp == "amp":
         # The pass's fallback model for comparison: one bf16/fp32 GEMM ratio
         # (three fixed torch.mm shapes) for every op instead of the measured factors.
@@ -309,6 +322,7 @@ def ddp_rank(rank: int, world: int, port: int, exp: str, name: str, a: argparse.
                 out["two_plain_processes"] = stats([t for r in times["two_plain"] for t in r])
                 options = {"world_size": world, "bucket_mb": 25, "first_bucket_mb": 1, **network_options(net)}
                 out["prediction"] = predict(prof, "data_parallel", options)
+                keep_capture(a, exp, name, prof, out["prediction"])
                 out["prediction_beside_compute"] = predict(prof, "data_parallel",
                                                            {**options, "comm_cpu_share": 0, "buffer_bytes": 0})
                 out["prediction_no_gap"] = predict(prof, "data_parallel", {**options, "gap_latency": ""})
@@ -352,6 +366,7 @@ def ddp_rank(rank: int, world: int, port: int, exp: str, name: str, a: argparse.
                 out["prediction_trace_fit"] = predict(prof, "tensor_fusion", options)
                 options.update(network_options(net))
                 out["prediction"] = predict(prof, "tensor_fusion", options)
+                keep_capture(a, exp, name, prof, out["prediction"])
                 out["prediction_beside_compute"] = predict(prof, "tensor_fusion", {**options, "comm_cpu_share": 0})
                 out["prediction_no_gap"] = predict(prof, "tensor_fusion", {**options, "gap_latency": ""})
                 out["network"] = dataclasses.asdict(net)
@@ -460,6 +475,8 @@ def run_one(exp: str, name: str, a: argparse.Namespace) -> Dict[str, Any]:
                "--steps", str(a.steps), "--rounds", str(a.rounds), "--warmup", str(a.warmup),
                "--active", str(a.active), "--threads", str(a.threads), "--compile-limit", str(a.compile_limit),
                "--net-repeats", str(a.net_repeats)]
+        if a.save_traces:
+            cmd += ["--save-traces", os.path.abspath(a.save_traces)]
         t0 = time.perf_counter()
         try:
             proc = subprocess.run(cmd, capture_output=True, text=True, timeout=limit, cwd=ROOT,
@@ -636,6 +653,9 @@ def main() -> int:
     ap.add_argument("--timeout", type=float, default=300.0, help="per-experiment limit (s), besides compile")
     ap.add_argument("--quick", action="store_true", help="smoke run: 2 rounds x 8 steps (files written only "
                     "when --doc/--json are given)")
+    ap.add_argument("--save-traces", type=Path, help="keep each captured baseline here "
+                    "(EXPERIMENT_MODEL.json.gz) with the pass options of its prediction (EXPERIMENT_MODEL.options.json), "
+                    "for `daydream predict` by hand")
     ap.add_argument("--doc", type=Path, help="markdown file whose ground-truth markers get the table")
     ap.add_argument("--json", type=Path, help="where to write every row")
     ap.add_argument("--from-json", type=Path, help="re-render the table from a results file of an earlier run "
