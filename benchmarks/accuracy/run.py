@@ -487,12 +487,23 @@ def run_one(exp: str, name: str, a: argparse.Namespace) -> Dict[str, Any]:
             return {"skipped": reason, "wall_s": time.perf_counter() - t0}
         wall = time.perf_counter() - t0
         if proc.returncode != 0 or not os.path.exists(out):
-            lines = [ln for ln in proc.stderr.splitlines() if ln.strip() and not ln.startswith("USDT:")]
-            err = next((ln for ln in reversed(lines) if "Error" in ln or "error" in ln), lines[-1] if lines else "")
-            return {"skipped": f"failed (exit {proc.returncode}): {err.strip()[:300]}", "wall_s": wall}
+            return {"skipped": f"failed (exit {proc.returncode}): {failure_reason(proc.stderr)}", "wall_s": wall}
         row = json.loads(Path(out).read_text())
         row["wall_s"] = wall
         return row
+
+
+def failure_reason(stderr: str) -> str:
+    """The line of a failed child's stderr that says why: a rank's C++ abort
+    ("terminate called ...", "what(): ...") before mp.spawn's own
+    ProcessExitedException, which names only the signal; else the last line
+    that mentions an error."""
+    lines = [ln.strip() for ln in stderr.splitlines() if ln.strip() and not ln.startswith("USDT:")]
+    aborts = [ln for ln in lines if ln.startswith("terminate called") or ln.startswith("what():")]
+    if aborts:
+        return " ".join(aborts[-2:])[:300]
+    err = next((ln for ln in reversed(lines) if "Error" in ln or "error" in ln), lines[-1] if lines else "")
+    return err[:300]
 
 
 def cpu_name() -> str:
