@@ -32,13 +32,12 @@ ReadOptions FuzzReadOptions() {
 bool SameEvent(const TraceEvent& a, const TraceEvent& b) {
   return a.ts_ns == b.ts_ns && a.dur_ns == b.dur_ns && a.correlation == b.correlation &&
          a.external_id == b.external_id && a.sequence_number == b.sequence_number &&
-         a.fwd_thread_id == b.fwd_thread_id && a.record_function_id == b.record_function_id && a.stream == b.stream &&
-         a.bytes == b.bytes && a.in_msg_nelems == b.in_msg_nelems && a.out_msg_nelems == b.out_msg_nelems &&
+         a.stream == b.stream && a.bytes == b.bytes && a.in_msg_nelems == b.in_msg_nelems &&
          a.wait_on_stream == b.wait_on_stream &&
          a.wait_on_event_record_correlation == b.wait_on_event_record_correlation && a.name == b.name &&
-         a.input_dims == b.input_dims && a.input_types == b.input_types && a.collective_name == b.collective_name &&
+         a.input_dims == b.input_dims && a.input_types == b.input_types &&
          a.dtype == b.dtype && a.sync_kind == b.sync_kind && a.track == b.track && a.device == b.device &&
-         a.group_size == b.group_size && a.grid_blocks == b.grid_blocks && a.block_threads == b.block_threads &&
+         a.grid_blocks == b.grid_blocks && a.block_threads == b.block_threads &&
          a.kind == b.kind && a.instant == b.instant;
 }
 

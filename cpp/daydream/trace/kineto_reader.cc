@@ -612,7 +612,6 @@ class KinetoParser {
       ev.name = str(ev.name);
       ev.input_dims = str(ev.input_dims);
       ev.input_types = str(ev.input_types);
-      ev.collective_name = str(ev.collective_name);
       ev.dtype = str(ev.dtype);
       ev.sync_kind = str(ev.sync_kind);
       ev.track = track(ev.track);
@@ -969,10 +968,6 @@ class KinetoParser {
         ev.external_id = IntArgOr(v, index, "External id", kUnset);
       } else if (key == "Sequence number") {
         ev.sequence_number = IntArgOr(v, index, "Sequence number", kUnset);
-      } else if (key == "Fwd thread id") {
-        ev.fwd_thread_id = IntArgOr(v, index, "Fwd thread id", kUnset);
-      } else if (key == "Record function id") {
-        ev.record_function_id = IntArgOr(v, index, "Record function id", kUnset);
       } else if (key == "device") {
         ev.device = static_cast<int32_t>(IntArgOr(v, index, "device", -1));
       } else if (key == "stream") {
@@ -981,10 +976,6 @@ class KinetoParser {
         ev.bytes = IntArgOr(v, index, "bytes", kUnset);
       } else if (key == "In msg nelems") {
         ev.in_msg_nelems = IntArgOr(v, index, "In msg nelems", kUnset);
-      } else if (key == "Out msg nelems") {
-        ev.out_msg_nelems = IntArgOr(v, index, "Out msg nelems", kUnset);
-      } else if (key == "Group size") {
-        ev.group_size = static_cast<int32_t>(IntArgOr(v, index, "Group size", -1));
       } else if (key == "wait_on_stream") {
         ev.wait_on_stream = IntArgOr(v, index, "wait_on_stream", kUnset);
       } else if (key == "wait_on_cuda_event_record_corr_id") {
@@ -998,8 +989,6 @@ class KinetoParser {
         ev.grid_blocks = ReadDimsProduct(v);
       } else if (key == "block") {
         ev.block_threads = static_cast<int32_t>(std::min<int64_t>(ReadDimsProduct(v), INT32_MAX));
-      } else if (key == "Collective name") {
-        DD_ASSIGN_OR_RETURN(ev.collective_name, ReadArgString(v, index, "Collective name"));
       } else if (key == "dtype") {
         DD_ASSIGN_OR_RETURN(ev.dtype, ReadArgString(v, index, "dtype"));
       } else if (key == "cuda_sync_kind") {

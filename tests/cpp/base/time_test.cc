@@ -33,6 +33,39 @@ TEST_CASE("ParseMicrosToNs reads integer microseconds", "[time]") {
   CHECK(P("007") == TimeNs{7000});
 }
 
+TEST_CASE("ParseMicrosToNs reads integer parts of every length, the fraction anywhere", "[time]") {
+  // Integer parts of 1 to 16 digits, with and without a fraction, and the
+  // point at each of the first eight places.
+  const std::string digits = "1987654321012345";  // 16 digits stay below kMaxTimeNs
+  for (size_t n = 1; n <= 16; ++n) {
+    const std::string whole = digits.substr(0, n);
+    const TimeNs micros = std::stoll(whole);
+    INFO("integer part: " << whole);
+    CHECK(P(whole) == micros * 1000);
+    CHECK(P(whole + ".5") == micros * 1000 + 500);
+    CHECK(P(whole + ".123 ") == micros * 1000 + 123);
+    CHECK(P("-" + whole + ".07") == -(micros * 1000 + 70));
+  }
+  for (size_t at = 0; at < 8; ++at) {
+    std::string text = "12345678901";
+    text[at] = '.';
+    INFO("text: " << text);
+    if (at == 0) {
+      CHECK_FALSE(P(text).has_value());
+    } else {
+      const TimeNs micros = std::stoll(text.substr(0, at));
+      const std::string frac = text.substr(at + 1, 3);
+      TimeNs ns = std::stoll(frac);
+      for (size_t d = frac.size(); d < 3; ++d) ns *= 10;
+      const bool up = text.size() > at + 4 && text[at + 4] >= '5';
+      CHECK(P(text) == micros * 1000 + ns + (up ? 1 : 0));
+    }
+  }
+  CHECK(P("12345678e2") == TimeNs{1234567800000});
+  CHECK_FALSE(P("1234567:").has_value());  // ':' is '9' + 1
+  CHECK_FALSE(P("1234567/").has_value());  // '/' is '0' - 1
+}
+
 TEST_CASE("ParseMicrosToNs rounds a fourth fractional digit to the nearest nanosecond", "[time]") {
   CHECK(P("1.2344") == TimeNs{1234});
   CHECK(P("1.23449999") == TimeNs{1234});
