@@ -47,6 +47,11 @@ std::vector<OptionSpec> NetworkOptions() {
        "The gap is the time since the rank's previous bucket was ready, from a replay of the graph before the "
        "pass. Where collectives run on CPU threads that sleep between them (gloo), waking them costs more after "
        "longer compute; daydream.calibrate_network measures it on gloo (empty: none)"},
+      {"queued_latency_us", OptionType::kDouble, "-1",
+       "per-step latency in microseconds of an all-reduce that is ready while the one before it in the "
+       "iteration still runs (from a replay of the graph before the pass): where collectives run on CPU threads "
+       "(gloo), queued ones find the threads awake and cost less than the first, and pay no gap_latency "
+       "(measured by daydream.calibrate_network on gloo; -1: latency_us for every all-reduce)"},
       {"straggler_us", OptionType::kDouble, "0",
        "expected wait per iteration for the slowest rank, in microseconds, added to the iteration's first "
        "all-reduce: the expected maximum of world_size ranks' step times less their mean (daydream.predict sets "
@@ -202,10 +207,14 @@ absl::StatusOr<int64_t> InsertAllReduces(Graph& graph, const AllReducePlan& plan
   if (graph.iterations.empty()) {
     return absl::FailedPreconditionError("the graph has no iterations to place communication in");
   }
-  // gap_latency's gaps come from a replay before any edit (task ids stay
-  // valid while the editor adds tasks, until Commit).
+  // gap_latency's gaps and the queued all-reduces come from a replay before
+  // any edit (task ids stay valid while the editor adds tasks, until Commit).
+  const bool queueing = plan.queued_alpha_s >= 0;
+  const bool replayed = !plan.gap_latency.empty() || queueing;
+  NetworkModel queued_network = plan.network;
+  if (queueing) queued_network.alpha_s = plan.queued_alpha_s;
   Schedule replay;
-  if (!plan.gap_latency.empty()) {
+  if (replayed) {
     if (!graph.has_adjacency()) graph.BuildAdjacency();
     DD_ASSIGN_OR_RETURN(replay, Simulate(graph));
   }
@@ -227,6 +236,7 @@ absl::StatusOr<int64_t> InsertAllReduces(Graph& graph, const AllReducePlan& plan
   TimeNs report_reducer = 0;
   TimeNs report_gap_extra = 0;
   TimeNs report_straggler = 0;
+  size_t report_queued = 0;
   TimeNs previous_ready = -1;  // replayed: when the previous iteration's last bucket was ready
   for (int32_t it = 0; it < static_cast<int32_t>(graph.iterations.size()); ++it) {
     const std::vector<std::vector<int32_t>> buckets =
@@ -245,8 +255,8 @@ absl::StatusOr<int64_t> InsertAllReduces(Graph& graph, const AllReducePlan& plan
     // it, or for the first, since the previous iteration's last (in the
     // first iteration: the iteration's length less its buckets' spread).
     std::vector<TimeNs> gap_ns(buckets.size(), 0);
-    if (!plan.gap_latency.empty()) {
-      std::vector<TimeNs> ready(buckets.size(), 0);
+    std::vector<TimeNs> ready(buckets.size(), 0);
+    if (replayed) {
       for (size_t b = 0; b < buckets.size(); ++b) {
         for (int32_t t : buckets[b]) {
           const int32_t p = ProducerIn(graph.tensors[static_cast<size_t>(t)], it);
@@ -260,6 +270,10 @@ absl::StatusOr<int64_t> InsertAllReduces(Graph& graph, const AllReducePlan& plan
       for (size_t b = 1; b < buckets.size(); ++b) gap_ns[b] = ready[b] - ready[b - 1];
       previous_ready = ready.back();
     }
+    // When the channel is free again, from the replayed ready times and the
+    // durations given so far: a bucket ready before it is queued. Each
+    // iteration starts with it free (its optimizer waited for the last one).
+    TimeNs channel_free = std::numeric_limits<TimeNs>::min();
     for (size_t b = 0; b < buckets.size(); ++b) {
       int64_t bytes = 0;
       TimeNs ready_order = 0;
@@ -279,18 +293,24 @@ absl::StatusOr<int64_t> InsertAllReduces(Graph& graph, const AllReducePlan& plan
       task.iteration = it;
       task.bytes = bytes;
       task.recorded_start_ns = ready_order;
-      const TimeNs wire = CollectiveTime(Collective::kAllReduce, plan.algorithm, bytes, plan.world_size, plan.network);
+      const bool queued = queueing && ready[b] < channel_free;
+      const TimeNs wire = CollectiveTime(Collective::kAllReduce, plan.algorithm, bytes, plan.world_size,
+                                         queued ? queued_network : plan.network);
       const TimeNs gap_extra =
-          RoundNs(GapExtraUs(plan.gap_latency, static_cast<double>(std::max<TimeNs>(gap_ns[b], 0)) / 1e3) * 1e3);
+          queued ? 0
+                 : RoundNs(GapExtraUs(plan.gap_latency, static_cast<double>(std::max<TimeNs>(gap_ns[b], 0)) / 1e3) *
+                           1e3);
       // The iteration's first all-reduce also waits for the slowest rank.
       const TimeNs straggler = b == 0 ? RoundNs(plan.straggler_us * 1e3) : 0;
       task.duration_ns = wire + gap_extra + straggler;
+      if (replayed) channel_free = std::max(ready[b], channel_free) + task.duration_ns;
       task.name = graph.strings.Intern(StrCat("all_reduce bucket ", b, " (", Mb(static_cast<double>(bytes)), ")"));
       if (report) {
         report_bytes += bytes;
         report_time += task.duration_ns;
         report_gap_extra += gap_extra;
         report_straggler += straggler;
+        report_queued += queued ? 1 : 0;
       }
       const int32_t id = editor.AddTask(task);
       if (previous >= 0) editor.AddEdge(previous, id, EdgeKind::kSequential);
@@ -348,6 +368,11 @@ absl::StatusOr<int64_t> InsertAllReduces(Graph& graph, const AllReducePlan& plan
                       report_straggler > 0
                           ? StrCat(" (", static_cast<double>(report_straggler) / 1e6,
                                    " ms of it waiting for the slowest rank, straggler_us)")
+                          : std::string(),
+                      report_queued > 0
+                          ? StrCat("; ", report_queued, " of the ", report_buckets,
+                                   " all-reduces queued behind the one before (queued_latency_us ",
+                                   plan.queued_alpha_s * 1e6, ")")
                           : std::string(),
                       report_reducer > 0
                           ? StrCat("; DDP's reducer ", static_cast<double>(report_reducer) / 1e6,
@@ -421,6 +446,13 @@ absl::StatusOr<AllReducePlan> PlanFrom(const PassOptions& options, const Graph& 
   plan.ddp_cpu_us = options.Double("ddp_cpu_us");
   plan.ddp_cpu_per_gradient_us = options.Double("ddp_cpu_per_gradient_us");
   plan.straggler_us = options.Double("straggler_us");
+  const double queued_latency_us = options.Double("queued_latency_us");
+  if (!(queued_latency_us == -1 || (queued_latency_us >= 0 && queued_latency_us <= 1e9))) {
+    return absl::InvalidArgumentError(
+        StrCat("queued_latency_us must be -1 (the network's latency) or in [0, 1e9] microseconds, got ",
+               queued_latency_us));
+  }
+  plan.queued_alpha_s = queued_latency_us < 0 ? -1 : queued_latency_us * 1e-6;
   for (const auto& [option, value] : {std::pair<const char*, double>{"ddp_cpu_us", plan.ddp_cpu_us},
                                       {"ddp_cpu_per_gradient_us", plan.ddp_cpu_per_gradient_us},
                                       {"straggler_us", plan.straggler_us}}) {
@@ -557,18 +589,23 @@ std::vector<std::vector<int32_t>> BucketGradients(const Graph& graph, int32_t it
     if (p >= 0) ready.emplace_back(p, t);
   }
   std::stable_sort(ready.begin(), ready.end());
+  // As DDP assigns them (torch.distributed._compute_bucket_assignment_by_size):
+  // a gradient joins the open bucket, which closes once it holds at least its
+  // cap, so the gradient that crosses the cap stays in it. The first bucket
+  // has its own (smaller) cap.
   std::vector<std::vector<int32_t>> buckets;
   double filled = 0;
+  bool open = false;
   for (const auto& [producer, t] : ready) {
-    const double bytes = static_cast<double>(graph.tensors[static_cast<size_t>(t)].bytes);
-    // While the first bucket fills, its own (smaller) cap applies.
-    const double cap = (buckets.size() == 1 ? first_bucket_mb : bucket_mb) * kMiB;
-    if (buckets.empty() || bucket_mb <= 0 || filled + bytes > cap) {
+    if (!open) {
       buckets.emplace_back();
       filled = 0;
+      open = true;
     }
     buckets.back().push_back(t);
-    filled += bytes;
+    filled += static_cast<double>(graph.tensors[static_cast<size_t>(t)].bytes);
+    const double cap = (buckets.size() == 1 ? first_bucket_mb : bucket_mb) * kMiB;
+    if (bucket_mb <= 0 || filled >= cap) open = false;
   }
   return buckets;
 }
@@ -579,11 +616,14 @@ PassInfo DataParallelPassInfo() {
   info.summary = "N-way data parallelism from a single-device graph";
   info.model =
       "Every gradient is all-reduced among world_size ranks on a network resource, in buckets filled in the "
-      "order gradients become ready (DDP: bucket_mb, first bucket first_bucket_mb); a bucket's all-reduce starts "
+      "order gradients become ready (DDP: bucket_mb, first bucket first_bucket_mb; a bucket closes once it holds "
+      "at least its cap); a bucket's all-reduce starts "
       "when its last gradient is ready and runs overlapped with the rest of backward; the optimizer step waits "
       "for all of them. Time per all-reduce from the alpha-beta model (ring 2(N-1)a + 2(N-1)/N b/B; tree "
       "2 log2(N) a + 2 b/B), plus gap_latency's extra for the compute since the rank's previous bucket, and "
-      "on an iteration's first all-reduce straggler_us (the wait for the slowest rank). Where "
+      "on an iteration's first all-reduce straggler_us (the wait for the slowest rank); with queued_latency_us, "
+      "an all-reduce ready while the one before it still runs takes that latency instead, and no gap_latency. "
+      "Where "
       "collectives need the cores that compute (gloo on CPU ranks), comm_cpu_share of each all-reduce's wire "
       "time also runs on the thread that issued it, after the bucket's last gradient, and delays what that "
       "thread does next; with ddp_cpu_us and ddp_cpu_per_gradient_us, DDP's own CPU work (per iteration, and per "
@@ -614,8 +654,10 @@ PassInfo TensorFusionPassInfo() {
   info.summary = "gradient bucketing: one all-reduce per bucket of gradients";
   info.model =
       "Gradients are grouped into buckets of bucket_mb in the order they become ready (the first bucket "
-      "first_bucket_mb, as DDP); one all-reduce per bucket starts when its last gradient is ready; the "
-      "optimizer step waits for all of them. On a graph that recorded gradient all-reduces, those are replaced "
+      "first_bucket_mb; as DDP, a bucket closes once it holds at least its cap); one all-reduce per bucket starts "
+      "when its last gradient is ready, timed as in data_parallel (queued_latency_us for one queued behind "
+      "another); the optimizer step waits for all of them. On a graph that recorded gradient all-reduces, those "
+      "are replaced "
       "and the network is fitted to them (alpha-beta, least squares); on a single-device graph it acts as "
       "data_parallel with world_size ranks. With comm_cpu_share, each new all-reduce also runs that share of "
       "its time on the thread that issues it, and the recorded calls that issued the replaced ones (their spans "

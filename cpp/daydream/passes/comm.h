@@ -42,13 +42,22 @@ struct AllReducePlan {
   // Expected wait per iteration for the slowest rank, in microseconds, on
   // the iteration's first all-reduce.
   double straggler_us = 0;
+  // Per-step latency, in seconds, of an all-reduce that is ready while the
+  // one before it in the iteration still runs (queued behind it: gloo's
+  // threads are awake, and the handoff costs less than after an idle
+  // stretch); it then pays no gap_latency either. Negative: the network's
+  // latency for every all-reduce.
+  double queued_alpha_s = -1;
 };
 
 // The extra time, in microseconds, `points` (AllReducePlan::gap_latency) give
 // a collective that follows `gap_us` of compute.
 double GapExtraUs(const std::vector<std::pair<double, double>>& points, double gap_us);
 
-// Gradient buckets of one iteration: lists of tensor ids in ready order.
+// Gradient buckets of one iteration: lists of tensor ids in ready order,
+// bucketed as DDP does (a bucket closes once it holds at least its cap:
+// first_bucket_mb for the first, bucket_mb after; bucket_mb 0: one gradient
+// per bucket).
 std::vector<std::vector<int32_t>> BucketGradients(const Graph& graph, int32_t iteration,
                                                   const std::vector<int32_t>& gradients, double bucket_mb,
                                                   double first_bucket_mb);

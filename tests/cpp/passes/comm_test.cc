@@ -335,13 +335,20 @@ TEST_CASE("BucketGradients fills buckets in ready order under the first and regu
     return out;
   };
   using Names = std::vector<std::vector<std::string>>;
+  // The expected buckets are what torch.distributed._compute_bucket_assignment_by_size
+  // (torch 2.13) gives for these sizes and caps: a bucket closes once it
+  // holds at least its cap, keeping the gradient that crossed it.
   SECTION("DDP's caps: a small first bucket, then 25 MB") {
     CHECK(names(BucketGradients(t.g, 0, grads, 25, 1)) ==
-          Names{{"grad0"}, {"grad1", "grad2"}, {"grad3"}, {"grad4"}, {"grad5", "grad6"}});
+          Names{{"grad0", "grad1"}, {"grad2", "grad3"}, {"grad4"}, {"grad5", "grad6"}});
   }
   SECTION("one cap for every bucket") {
     CHECK(names(BucketGradients(t.g, 1, grads, 25, 25)) ==
-          Names{{"grad0", "grad1", "grad2"}, {"grad3"}, {"grad4"}, {"grad5", "grad6"}});
+          Names{{"grad0", "grad1", "grad2", "grad3"}, {"grad4"}, {"grad5", "grad6"}});
+  }
+  SECTION("a bucket that reaches its cap exactly closes") {
+    CHECK(names(BucketGradients(t.g, 0, grads, 1.25, 1.25)) ==
+          Names{{"grad0", "grad1"}, {"grad2"}, {"grad3"}, {"grad4"}, {"grad5", "grad6"}});
   }
   SECTION("bucket_mb = 0: one bucket per gradient") {
     CHECK(names(BucketGradients(t.g, 0, grads, 0, 1)) ==
@@ -731,6 +738,54 @@ TEST_CASE("data_parallel with straggler_us makes each iteration's first all-redu
   CHECK(Makespan(waits.g) > Makespan(plain.g));
   const absl::Status s = RunError("data_parallel", {{"world_size", "2"}, {"straggler_us", "-1"}}, plain.g);
   CHECK_THAT(std::string(s.message()), Catch::Contains("straggler_us must be in [0, 1e9]"));
+}
+
+TEST_CASE("data_parallel with queued_latency_us gives an all-reduce queued behind another the smaller latency",
+          "[comm]") {
+  // 4 kB gradients, the bytes negligible at 1e6 GB/s: an all-reduce is 2 x
+  // its per-step latency (ring, 2 ranks).
+  const TrainingGraphOptions o = CpuRanks();
+  const OptionMap common = {{"world_size", "2"}, {"bucket_mb", "0"}, {"bandwidth_gbps", "1e6"},
+                            {"gap_latency", "0.001:500"}};
+  auto durations = [&](OptionMap options, PassContext* context) {
+    TrainingGraph t(o);
+    for (const auto& [k, v] : common) options.emplace(k, v);
+    REQUIRE(RunOk("data_parallel", options, t.g, context));
+    std::vector<TimeNs> out;
+    for (int32_t ar : Inserted(t.g)) out.push_back(t.g.tasks[static_cast<size_t>(ar)].duration_ns);
+    REQUIRE(out.size() == 6);  // 3 buckets in each of 2 iterations
+    return out;
+  };
+  SECTION("all-reduces far longer than the gaps between gradients: all but each iteration's first are queued") {
+    PassContext context;
+    const std::vector<TimeNs> got = durations({{"latency_us", "100000"}, {"queued_latency_us", "10"}}, &context);
+    for (size_t i = 0; i < got.size(); ++i) {
+      INFO("all-reduce " << i);
+      // The first of an iteration: 2 x 100 ms and gap_latency's 0.5 ms;
+      // queued ones 2 x 10 us and no gap_latency (the threads are awake).
+      CHECK(got[i] == (i % 3 == 0 ? 200'500'000 : 20'000));
+    }
+    CHECK_THAT(context.notes[0], Catch::Contains("2 of the 3 all-reduces queued behind the one before "
+                                                 "(queued_latency_us 10)"));
+    // Without the option every all-reduce pays the full latency.
+    for (TimeNs d : durations({{"latency_us", "100000"}}, nullptr)) CHECK(d == 200'500'000);
+  }
+  SECTION("all-reduces shorter than the gaps between gradients: none is queued") {
+    PassContext context;
+    for (TimeNs d : durations({{"latency_us", "0.001"}, {"queued_latency_us", "10"}, {"gap_latency", ""}}, &context)) {
+      CHECK(d == 2);
+    }
+    CHECK_THAT(context.notes[0], !Catch::Contains("queued"));
+  }
+  SECTION("out of range") {
+    TrainingGraph t;
+    for (const char* bad : {"-2", "-0.5", "1e10"}) {
+      INFO(bad);
+      const absl::Status s = RunError("data_parallel", {{"world_size", "2"}, {"queued_latency_us", bad}}, t.g);
+      CHECK(s.code() == absl::StatusCode::kInvalidArgument);
+      CHECK_THAT(std::string(s.message()), Catch::Contains("queued_latency_us must be -1"));
+    }
+  }
 }
 
 TEST_CASE("data_parallel checks gap_latency", "[comm]") {
