@@ -32,6 +32,7 @@ Adam(fused=True)), batch_size (B -> 2B, per step), amp (fp32 ->
 torch.autocast("cpu", bfloat16)), data_parallel (1 process -> DDP over 2
 processes, gloo, network calibrated here), tensor_fusion (DDP with small
 buckets -> bucket_cap_mb=25, captured on rank 0 with its gloo all-reduces),
+tensor_fusion_reverse (the same, bucket_cap_mb=25 -> small buckets),
 op_fusion (eager -> torch.compile; skipped if it fails or compiles too slowly).
 Every process runs with ``torch.set_num_threads(--threads)`` (1: the two-rank
 runs need one core each on a two-core machine, and one thread keeps the
@@ -61,7 +62,8 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests" / "python"))
 
-EXPERIMENTS = ["fused_optimizer", "batch_size", "amp", "data_parallel", "tensor_fusion", "op_fusion"]
+EXPERIMENTS = ["fused_optimizer", "batch_size", "amp", "data_parallel", "tensor_fusion", "tensor_fusion_reverse",
+               "op_fusion"]
 MODELS = ["mlp", "cnn", "transformer"]
 # Per-process batch of each model: a few milliseconds per step on one core.
 BATCH = {"mlp": 256, "cnn": 16, "transformer": 8}
@@ -331,7 +333,7 @@ def ddp_rank(rank: int, world: int, port: int, exp: str, name: str, a: argparse.
                                  "optimized": f"DDP, {world} processes (gloo), default buckets",
                                  "gradient_mb": round(grad_mb(plain), 3)}
             dist.barrier()
-        elif exp == "tensor_fusion":
+        elif exp in ("tensor_fusion", "tensor_fusion_reverse"):
             probe = build(name)
             gmb = grad_mb(probe)
             # bucket_cap_mb=1 leaves several buckets only for models with more
@@ -341,15 +343,18 @@ def ddp_rank(rank: int, world: int, port: int, exp: str, name: str, a: argparse.
             # one by itself).
             small = 1.0 if gmb >= 4.0 else round(gmb / 20, 4)
             big = 25.0
-            ddp_small = DDP(build(name), bucket_cap_mb=small)
-            opt_small = adam(ddp_small.parameters())
-            ddp_big = DDP(build(name), bucket_cap_mb=big)
-            configs = {"baseline": training_step(ddp_small, x, y, loss_fn, opt_small),
-                       "optimized": training_step(ddp_big, x, y, loss_fn, adam(ddp_big.parameters()))}
+            # tensor_fusion: small buckets -> one; the reverse: one -> small
+            # (the pass splits the recorded all-reduce into the new buckets).
+            base_cap, opt_cap = (small, big) if exp == "tensor_fusion" else (big, small)
+            ddp_base = DDP(build(name), bucket_cap_mb=base_cap)
+            opt_base = adam(ddp_base.parameters())
+            ddp_opt = DDP(build(name), bucket_cap_mb=opt_cap)
+            configs = {"baseline": training_step(ddp_base, x, y, loss_fn, opt_base),
+                       "optimized": training_step(ddp_opt, x, y, loss_fn, adam(ddp_opt.parameters()))}
             net = measure_network(dist, torch, max(4 * MIB, int(2 * gmb * MIB)), a.net_repeats)
             times = interleaved(configs, a.warmup, a.rounds, a.steps, sync=lambda _n: dist.barrier())
             if rank == 0:
-                prof = capture(configs["baseline"], ddp_small, opt_small, a.active)
+                prof = capture(configs["baseline"], ddp_base, opt_base, a.active)
             else:
                 for _ in range(CAPTURE_WAIT + CAPTURE_WARMUP + a.active):
                     configs["baseline"]()
@@ -361,7 +366,7 @@ def ddp_rank(rank: int, world: int, port: int, exp: str, name: str, a: argparse.
                 # pass's default (network=auto) fits it to the recorded
                 # gloo:all_reduce spans instead, which on a CPU include the
                 # wait for the other rank; that prediction is kept too.
-                options = {"world_size": world, "bucket_mb": big, "first_bucket_mb": big,
+                options = {"world_size": world, "bucket_mb": opt_cap, "first_bucket_mb": opt_cap,
                            "comm_cpu_share": round(net.comm_cpu_share, 4)}
                 out["prediction_trace_fit"] = predict(prof, "tensor_fusion", options)
                 options.update(network_options(net))
@@ -370,8 +375,8 @@ def ddp_rank(rank: int, world: int, port: int, exp: str, name: str, a: argparse.
                 out["prediction_beside_compute"] = predict(prof, "tensor_fusion", {**options, "comm_cpu_share": 0})
                 out["prediction_no_gap"] = predict(prof, "tensor_fusion", {**options, "gap_latency": ""})
                 out["network"] = dataclasses.asdict(net)
-                out["config"] = {"batch": batch, "baseline": f"DDP x{world}, bucket_cap_mb={small:g}",
-                                 "optimized": f"DDP x{world}, bucket_cap_mb={big:g}", "gradient_mb": round(gmb, 3)}
+                out["config"] = {"batch": batch, "baseline": f"DDP x{world}, bucket_cap_mb={base_cap:g}",
+                                 "optimized": f"DDP x{world}, bucket_cap_mb={opt_cap:g}", "gradient_mb": round(gmb, 3)}
             dist.barrier()
         else:
             raise ValueError(exp)
@@ -404,7 +409,7 @@ def two_process(exp: str, name: str, a: argparse.Namespace) -> Dict[str, Any]:
 # --- one experiment, in a child process ----------------------------------------------------
 def child(exp: str, name: str, a: argparse.Namespace) -> Dict[str, Any]:
     warnings.filterwarnings("ignore")
-    if exp in ("data_parallel", "tensor_fusion"):
+    if exp in ("data_parallel", "tensor_fusion", "tensor_fusion_reverse"):
         return two_process(exp, name, a)
     return single_process(exp, name, a)
 

@@ -32,9 +32,11 @@ def test_calibrate_network_measures_gloo_between_local_processes() -> None:
     points = [tuple(map(float, p.split(":"))) for p in net.gap_latency.split(";")]
     assert [g for g, _ in points] == [500, 1000, 2000, 4000, 8000]
     assert all(e >= 0 for _, e in points) and [e for _, e in points] == sorted(e for _, e in points)
+    # And the latency of an all-reduce queued behind another.
+    assert net.queued_latency_us >= 0 and net.queued["queued"] == 10 and net.queued["batch_mean_ms"] > 0
     # Its options feed the communication passes.
     assert set(net.options()) == {"latency_us", "bandwidth_gbps", "comm_cpu_share", "ddp_cpu_us",
-                                  "ddp_cpu_per_gradient_us", "gap_latency"}
+                                  "ddp_cpu_per_gradient_us", "gap_latency", "queued_latency_us"}
     names = {o["name"] for p in daydream.passes() if p["name"] == "data_parallel" for o in p["options"]}
     assert set(net.options()) <= names
 
@@ -117,6 +119,33 @@ def test_gap_latency_is_the_extra_time_of_an_all_reduce_after_compute(monkeypatc
     got = calibrate.measure_gap_latency(host, host, repeats=3)
     assert got["gap_latency"] == "500:0.0;1000:0.0;2000:0.0;4000:500.0;8000:500.0"
     assert got["mean_ms"]["0"] == pytest.approx(1.0) and got["mean_ms"]["8"] == pytest.approx(1.5)
+
+
+class _QueueHost(_FakeHost):
+    """An all-reduce takes 1 ms, but 0.2 ms when issued while others are in
+    flight (asynchronous, before the batch is waited for)."""
+
+    def __init__(self) -> None:
+        super().__init__(0.0)
+        self.in_flight = False
+
+    def all_reduce(self, buf, op=None, async_op: bool = False):
+        self.now += 0.2e-3 if async_op and self.in_flight else 1e-3
+        self.in_flight = async_op
+        return self
+
+    def wait(self) -> None:
+        self.in_flight = False
+
+
+def test_queued_latency_is_the_marginal_time_of_an_all_reduce_behind_another(monkeypatch) -> None:
+    host = _QueueHost()
+    monkeypatch.setattr(calibrate, "time", host)
+    got = calibrate.measure_queued_latency(host, host, 2, 1e9, repeats=3)
+    assert got["single_mean_ms"] == pytest.approx(1.0)
+    assert got["batch_mean_ms"] == pytest.approx(1.0 + 9 * 0.2)
+    assert got["per_queued_ms"] == pytest.approx(0.2)
+    assert got["queued_latency_us"] == pytest.approx(100.0, rel=1e-6)  # 0.2 ms over the ring's 2 steps
 
 
 @pytest.mark.parametrize("xs, ys, fit", [
