@@ -878,9 +878,11 @@ def measure_queued_latency(dist: Any, torch: Any, world_size: int, bandwidth_gbp
     one's own time is the batch's mean less the single one's mean, over
     ``queued - 1``; less the ring model's bandwidth term, over its 2(N-1)
     steps. DDP issues a bucket's all-reduce as soon as its gradients are
-    ready, so with small buckets several wait in gloo's queue at once: on a
-    2-vCPU host a queued 4 kB all-reduce took 0.3-0.5 ms where one issued
-    alone took 0.7-1.5 ms (means)."""
+    ready, so with small buckets several wait in gloo's queue at once. On a
+    2-vCPU host the marginal queued 4 kB all-reduce took 0.4-1.5 ms (means,
+    in nine jobs of one accuracy run and three calibrate_network calls), while the small-bucket DDP steps there
+    showed gloo spans of 0.2-0.5 ms: ten issued at once contend more than
+    DDP's, spread over backward (docs/accuracy.md)."""
     bufs = [torch.ones(nbytes // 4) for _ in range(max(queued, 2))]
     single: List[float] = []
     batch: List[float] = []
@@ -897,10 +899,9 @@ def measure_queued_latency(dist: Any, torch: Any, world_size: int, bandwidth_gbp
             single.append(t1 - t0)
             batch.append(t2 - t1)
     per_queued = max(0.0, (statistics.fmean(batch) - statistics.fmean(single)) / (len(bufs) - 1))
-    n = max(world_size, 2)
-    wire = 2 * (n - 1) / n * nbytes / (bandwidth_gbps * 1e9) if bandwidth_gbps > 0 else 0.0
+    wire = _ring_all_reduce_s(nbytes, world_size, 0.0, bandwidth_gbps) if bandwidth_gbps > 0 else 0.0
     return {
-        "queued_latency_us": max(0.0, per_queued - wire) / (2 * (n - 1)) * 1e6,
+        "queued_latency_us": max(0.0, per_queued - wire) / (2 * (max(world_size, 2) - 1)) * 1e6,
         "queued": len(bufs),
         "bytes": nbytes,
         "single_mean_ms": statistics.fmean(single) * 1e3,
