@@ -1,0 +1,146 @@
+#!/usr/bin/env python3
+"""How much the two-process truth moves on this host, and why.
+
+Runs the harness's DDP step (gloo, two processes, one thread each, the
+harness's models and batches) in ``--jobs`` separate jobs, as the accuracy
+run's data_parallel and tensor_fusion experiments do, and prints per job:
+the step times' median, mean and 10th/90th percentiles with a histogram, a
+4 kB all-reduce's times back to back (the calibration's probe) with theirs,
+and the CPU time each rank spent while the other slept 5 ms before every
+all-reduce (near the wall time if gloo's threads spin while they wait, near
+zero if they sleep).
+
+    python benchmarks/accuracy/ddp_noise.py --model mlp --cap 25 --jobs 3
+
+Diagnostic only: nothing here feeds a prediction (docs/accuracy.md, "How far
+the two-process truth itself moves").
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import socket
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any, Dict, List, Sequence
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(HERE.parents[1] / "tests" / "python"))
+
+STEP_EDGES_MS = (2, 3, 4, 5, 6, 7, 8, 10, 12, 16)
+ALL_REDUCE_EDGES_MS = (0.2, 0.5, 1, 2, 3, 3.8, 4.2, 5, 8)
+
+
+def histogram(xs: Sequence[float], edges: Sequence[float]) -> str:
+    bounds = [0.0, *edges, float("inf")]
+    counts = [sum(1 for x in xs if lo <= x < hi) for lo, hi in zip(bounds, bounds[1:])]
+    labels = [f"<{edges[0]:g}"] + [f"{lo:g}-{hi:g}" for lo, hi in zip(edges, edges[1:])] + [f">={edges[-1]:g}"]
+    return " ".join(f"{label}:{n}" for label, n in zip(labels, counts) if n)
+
+
+def describe(xs: Sequence[float]) -> str:
+    q = statistics.quantiles(xs, n=10)
+    return (f"median {statistics.median(xs):.3f} mean {statistics.fmean(xs):.3f} "
+            f"p10 {q[0]:.3f} p90 {q[-1]:.3f} ms")
+
+
+def rank_main(rank: int, port: int, a: argparse.Namespace, queue: Any) -> None:
+    import torch  # noqa: PLC0415
+    import torch.distributed as dist  # noqa: PLC0415
+    from torch.nn.parallel import DistributedDataParallel as DDP  # noqa: PLC0415
+
+    from daydream.capture import training_step  # noqa: PLC0415
+    from models import build, loss_for  # noqa: PLC0415
+    from run import BATCH, adam, make_batch  # noqa: PLC0415
+
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2)
+    try:
+        x, y = make_batch(a.model, BATCH[a.model], seed=rank)
+        model = DDP(build(a.model), bucket_cap_mb=a.cap)
+        step = training_step(model, x, y, loss_for(a.model), adam(model.parameters()))
+        for _ in range(a.warmup):
+            step()
+        dist.barrier()
+        steps: List[float] = []
+        for _ in range(a.steps):
+            t0 = time.perf_counter()
+            step()
+            steps.append((time.perf_counter() - t0) * 1e3)
+        buf = torch.ones(1024)
+        dist.barrier()
+        all_reduce: List[float] = []
+        for _ in range(a.all_reduces):
+            t0 = time.perf_counter()
+            dist.all_reduce(buf)
+            all_reduce.append((time.perf_counter() - t0) * 1e3)
+        dist.barrier()
+        r0, t0 = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
+        for _ in range(100):
+            if rank == 1:
+                time.sleep(0.005)
+            dist.all_reduce(buf)
+        r1, wall = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter() - t0
+        cpu = (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)
+        # Both ranks past their last all-reduce before either tears gloo
+        # down: a rank whose peer closed the connection first can abort
+        # ("terminate called without an active exception").
+        dist.barrier()
+        if rank == 0:
+            queue.put({"steps": steps, "all_reduce": all_reduce, "wait_wall_s": wall, "wait_cpu_s": cpu})
+    finally:
+        dist.destroy_process_group()
+
+
+def one_job(a: argparse.Namespace) -> Dict[str, Any]:
+    import torch.multiprocessing as mp  # noqa: PLC0415
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    ctx = mp.get_context("spawn")
+    queue = ctx.SimpleQueue()
+    procs = [ctx.Process(target=rank_main, args=(r, port, a, queue)) for r in range(2)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(timeout=a.timeout)
+    bad = [p.exitcode for p in procs if p.exitcode != 0]
+    for p in procs:
+        if p.is_alive():
+            p.kill()
+    if bad or queue.empty():
+        raise SystemExit(f"ddp_noise: a rank failed (exit codes {[p.exitcode for p in procs]})")
+    return queue.get()
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--model", default="mlp", choices=("mlp", "cnn", "transformer"))
+    ap.add_argument("--cap", type=float, default=25.0, help="DDP bucket_cap_mb")
+    ap.add_argument("--jobs", type=int, default=3, help="separate two-process jobs")
+    ap.add_argument("--steps", type=int, default=400, help="timed DDP steps per job")
+    ap.add_argument("--warmup", type=int, default=30)
+    ap.add_argument("--all-reduces", type=int, default=300, help="timed 4 kB all-reduces per job")
+    ap.add_argument("--timeout", type=float, default=300.0, help="per-job limit (s)")
+    a = ap.parse_args()
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    print(f"{a.model}, DDP bucket_cap_mb={a.cap:g}, gloo, 2 processes x 1 thread; {a.jobs} jobs")
+    for j in range(a.jobs):
+        r = one_job(a)
+        print(f"job {j + 1}: step {describe(r['steps'])}")
+        print(f"  step histogram (ms): {histogram(r['steps'], STEP_EDGES_MS)}")
+        print(f"  4 kB all-reduce: {describe(r['all_reduce'])}")
+        print(f"  all-reduce histogram (ms): {histogram(r['all_reduce'], ALL_REDUCE_EDGES_MS)}")
+        print(f"  rank 0 waiting for a rank that sleeps 5 ms before each of 100 all-reduces: "
+              f"{r['wait_cpu_s']:.3f} s of CPU in {r['wait_wall_s']:.3f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
