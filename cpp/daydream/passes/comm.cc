@@ -12,6 +12,7 @@
 #include "daydream/base/status_macros.h"
 #include "daydream/base/strings.h"
 #include "daydream/base/time.h"
+#include "daydream/graph/builder.h"
 #include "daydream/passes/editor.h"
 #include "daydream/sim/simulator.h"
 
@@ -201,9 +202,27 @@ absl::StatusOr<int32_t> InsertOnIssuingThread(GraphEditor& editor, int32_t after
   return id;
 }
 
+// A task that waited for a recorded gradient all-reduce: through an edge
+// (the builder's cross-thread wait, `lag_ns` its wake-up), or, where the wake
+// came later than the builder links (a thread can wake a scheduler tick
+// late), through its gap: the thread was idle when the all-reduce ended. Its
+// wake-up is then the builder's longest (BuildOptions::max_thread_wake_ns) at
+// most: a later one is the recording's scheduling noise, not carried over.
+struct Waiter {
+  int32_t task = -1;
+  TimeNs lag_ns = 0;
+  TimeNs gap_cut_ns = 0;  // the recorded gap that held the wait and the wake-up: it goes
+};
+
 // Inserts the bucketed all-reduces of every iteration. Returns how many.
+// `waiters[i]` (may be shorter than the iterations): the tasks of iteration
+// i that waited for the gradient all-reduces a recorded graph had (DDP's
+// finalize, copying the buckets back into the gradients): each waits for the
+// iteration's last new bucket instead, where it started after every bucket's
+// gradients were produced (else it cannot have waited for them all).
 absl::StatusOr<int64_t> InsertAllReduces(Graph& graph, const AllReducePlan& plan, const std::vector<int32_t>& grads,
-                                         PassContext& context, std::string_view pass) {
+                                         PassContext& context, std::string_view pass,
+                                         const std::vector<std::vector<Waiter>>& waiters = {}) {
   if (graph.iterations.empty()) {
     return absl::FailedPreconditionError("the graph has no iterations to place communication in");
   }
@@ -237,6 +256,7 @@ absl::StatusOr<int64_t> InsertAllReduces(Graph& graph, const AllReducePlan& plan
   TimeNs report_gap_extra = 0;
   TimeNs report_straggler = 0;
   size_t report_queued = 0;
+  size_t linked_waiters = 0;
   TimeNs previous_ready = -1;  // replayed: when the previous iteration's last bucket was ready
   for (int32_t it = 0; it < static_cast<int32_t>(graph.iterations.size()); ++it) {
     const std::vector<std::vector<int32_t>> buckets =
@@ -274,6 +294,7 @@ absl::StatusOr<int64_t> InsertAllReduces(Graph& graph, const AllReducePlan& plan
     // durations given so far: a bucket ready before it is queued. Each
     // iteration starts with it free (its optimizer waited for the last one).
     TimeNs channel_free = std::numeric_limits<TimeNs>::min();
+    TimeNs produced_by = 0;  // recorded: when the iteration's last bucket gradient was produced
     for (size_t b = 0; b < buckets.size(); ++b) {
       int64_t bytes = 0;
       TimeNs ready_order = 0;
@@ -285,6 +306,8 @@ absl::StatusOr<int64_t> InsertAllReduces(Graph& graph, const AllReducePlan& plan
           last_producer = p;
         }
         ready_order = std::max(ready_order, graph.tasks[static_cast<size_t>(p)].recorded_start_ns);
+        produced_by = std::max(produced_by, graph.tasks[static_cast<size_t>(p)].recorded_start_ns +
+                                                graph.tasks[static_cast<size_t>(p)].duration_ns);
       }
       Task task;
       task.kind = TaskKind::kCollective;
@@ -346,6 +369,15 @@ absl::StatusOr<int64_t> InsertAllReduces(Graph& graph, const AllReducePlan& plan
       }
       ++inserted;
     }
+    if (static_cast<size_t>(it) < waiters.size()) {
+      for (const Waiter& w : waiters[static_cast<size_t>(it)]) {
+        Task& task = graph.tasks[static_cast<size_t>(w.task)];
+        if (task.recorded_start_ns < produced_by) continue;
+        editor.AddEdge(previous, w.task, EdgeKind::kData, w.lag_ns);
+        task.gap_ns = std::max<TimeNs>(0, task.gap_ns - w.gap_cut_ns);
+        ++linked_waiters;
+      }
+    }
   }
   if (inserted == 0) {
     return absl::FailedPreconditionError("no iteration has gradients with a producing task");
@@ -378,6 +410,10 @@ absl::StatusOr<int64_t> InsertAllReduces(Graph& graph, const AllReducePlan& plan
                           ? StrCat("; DDP's reducer ", static_cast<double>(report_reducer) / 1e6,
                                    " ms per iteration on that thread before the all-reduces (ddp_cpu_us ",
                                    plan.ddp_cpu_us, ", ddp_cpu_per_gradient_us ", plan.ddp_cpu_per_gradient_us, ")")
+                          : std::string(),
+                      linked_waiters > 0
+                          ? StrCat("; ", linked_waiters, " tasks that waited for the recorded all-reduces (DDP's "
+                                   "copy of the buckets into the gradients) wait for each iteration's last bucket")
                           : std::string()));
   return inserted;
 }
@@ -542,7 +578,62 @@ class TensorFusionPass : public Pass {
       context.Note("tensor_fusion: ddp_cpu_us and ddp_cpu_per_gradient_us ignored: the recorded graph already "
                    "holds DDP's reducer work");
     }
+    // What waited for the recorded all-reduces waits for the new ones: the
+    // removal below would link it to what the old ones waited for instead.
+    std::vector<std::vector<Waiter>> waiters(graph.iterations.size());
     if (!old.empty()) {
+      std::vector<int32_t> gone = old;
+      gone.insert(gone.end(), issues.begin(), issues.end());
+      std::sort(gone.begin(), gone.end());
+      auto is_gone = [&](int32_t t) { return std::binary_search(gone.begin(), gone.end(), t); };
+      if (!graph.has_adjacency()) graph.BuildAdjacency();
+      std::vector<std::vector<TimeNs>> ends(graph.iterations.size());  // the old all-reduces' recorded ends
+      for (int32_t t : old) {
+        const Task& c = graph.tasks[static_cast<size_t>(t)];
+        // Only a collective run by CPU threads (gloo) keeps a CPU thread
+        // waiting; one on a GPU stream is waited for through the recorded
+        // synchronizations, which are edges.
+        if (graph.resources[static_cast<size_t>(c.resource)].kind == ResourceKind::kCpuThread) {
+          ends[static_cast<size_t>(c.iteration)].push_back(c.recorded_start_ns + c.duration_ns);
+        }
+        // Their edges to other tasks of their iteration: DDP's finalize on the
+        // thread that ran backward, a GPU optimizer, the step's synchronization.
+        for (int32_t e : graph.out_edges(t)) {
+          const Edge& edge = graph.edges[static_cast<size_t>(e)];
+          if (edge.kind == EdgeKind::kSequential || is_gone(edge.to)) continue;
+          const Task& w = graph.tasks[static_cast<size_t>(edge.to)];
+          if (w.iteration != c.iteration || w.kind == TaskKind::kCollective) continue;
+          waiters[static_cast<size_t>(c.iteration)].push_back({edge.to, edge.lag_ns, 0});
+        }
+      }
+      for (size_t t = 0; t < graph.tasks.size(); ++t) {
+        const Task& w = graph.tasks[t];
+        if (w.iteration < 0 || w.gap_ns <= 0 || w.kind == TaskKind::kCollective || is_gone(static_cast<int32_t>(t)) ||
+            graph.resources[static_cast<size_t>(w.resource)].kind != ResourceKind::kCpuThread) {
+          continue;
+        }
+        TimeNs woke_by = -1;  // the latest old all-reduce end in the task's idle gap
+        for (TimeNs end : ends[static_cast<size_t>(w.iteration)]) {
+          if (end >= w.recorded_start_ns - w.gap_ns && end <= w.recorded_start_ns) woke_by = std::max(woke_by, end);
+        }
+        if (woke_by >= 0) {
+          waiters[static_cast<size_t>(w.iteration)].push_back(
+              {static_cast<int32_t>(t), std::min(w.recorded_start_ns - woke_by, BuildOptions{}.max_thread_wake_ns),
+               w.gap_ns});
+        }
+      }
+      // One entry per task (by an edge rather than a gap); Commit keeps the
+      // order of the tasks that stay: an id moves down by the number of
+      // removed ids below it.
+      for (std::vector<Waiter>& list : waiters) {
+        std::stable_sort(list.begin(), list.end(), [](const Waiter& a, const Waiter& b) { return a.task < b.task; });
+        list.erase(std::unique(list.begin(), list.end(),
+                               [](const Waiter& a, const Waiter& b) { return a.task == b.task; }),
+                   list.end());
+        for (Waiter& w : list) {
+          w.task -= static_cast<int32_t>(std::lower_bound(gone.begin(), gone.end(), w.task) - gone.begin());
+        }
+      }
       GraphEditor editor(graph);
       for (int32_t t : old) DD_RETURN_IF_ERROR(editor.RemoveTask(t, /*keep_gap=*/false));
       TimeNs issued = 0;
@@ -559,7 +650,7 @@ class TensorFusionPass : public Pass {
                                                   "the new buckets' CPU shares take their place)")));
       // Tensor ids are unchanged by the removal; the list stays valid.
     }
-    DD_RETURN_IF_ERROR(InsertAllReduces(graph, plan, grads, context, name()).status());
+    DD_RETURN_IF_ERROR(InsertAllReduces(graph, plan, grads, context, name(), waiters).status());
     return true;
   }
 

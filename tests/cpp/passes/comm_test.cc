@@ -43,6 +43,14 @@ struct TrainingGraphOptions {
   // With recorded_world: after producing each gradient, its thread issues
   // the all-reduce (a 20 us "c10d::allreduce_" op, phase comm), as DDP on gloo.
   bool issue_calls = false;
+  // With recorded_world: after backward, DDP's finalize on the thread that
+  // ran it (a 10 us "copy_bucket_to_grad" op, phase other), which waited for
+  // the last recorded all-reduce (a thread edge, as the builder links a wait
+  // across threads).
+  bool finalize = false;
+  // With finalize: no edge; the finalize's 5 ms gap holds the wait instead
+  // (a wake-up later than the builder links across threads).
+  bool finalize_gap_wait = false;
 };
 
 // One rank's training loop, built by hand. Per iteration, in id order:
@@ -57,7 +65,7 @@ struct TrainingGraph {
   Graph g;
   int32_t cpu = -1, gpu = -1, nccl = -1;
   std::vector<std::vector<int32_t>> producers;  // [iteration][gradient]: producing task
-  std::vector<int32_t> gpu_opt, cpu_opt, step_end;
+  std::vector<int32_t> gpu_opt, cpu_opt, step_end, finalize;
   std::vector<int32_t> tensor_of;               // [gradient] -> tensor id
 
   explicit TrainingGraph(const TrainingGraphOptions& o = {}) {
@@ -65,7 +73,9 @@ struct TrainingGraph {
     const ResourceKind device_kind = o.gpu ? ResourceKind::kGpuStream : ResourceKind::kCpuThread;
     gpu = g.AddResource(Resource{device_kind, o.gpu ? 0 : 1, 7, g.strings.Intern("stream 7")});
     if (o.recorded_world > 0) {
-      nccl = g.AddResource(Resource{ResourceKind::kGpuStream, 0, 20, g.strings.Intern("stream 20 (nccl)")});
+      // On CPU ranks, gloo's worker thread runs them.
+      nccl = o.gpu ? g.AddResource(Resource{ResourceKind::kGpuStream, 0, 20, g.strings.Intern("stream 20 (nccl)")})
+                   : g.AddResource(Resource{ResourceKind::kCpuThread, 1, 9, g.strings.Intern("thread 9 (gloo)")});
     }
     g.world_size = o.recorded_world > 0 ? o.recorded_world : 1;
     g.rank = 0;
@@ -103,6 +113,12 @@ struct TrainingGraph {
           add("c10d::allreduce_", gpu, TaskKind::kCpuOp, Phase::kComm, 20 * kUs, it, 2 * kUs);
         }
       }
+      int32_t fin = -1;
+      if (o.recorded_world > 0 && o.finalize) {
+        fin = add("copy_bucket_to_grad" + suffix, gpu, TaskKind::kCpuOp, Phase::kOther, 10 * kUs, it,
+                  o.finalize_gap_wait ? 5000 * kUs : kUs);
+      }
+      finalize.push_back(fin);
       // Created after backward, as the builder orders tasks by recorded start.
       int32_t opt_call = -1;
       if (o.cpu_optimizer) {
@@ -125,6 +141,7 @@ struct TrainingGraph {
           g.tasks[static_cast<size_t>(ar)].bytes = o.grad_bytes[j];
           g.AddEdge(producers.back()[j], ar, EdgeKind::kStreamWait);
           if (opt >= 0) g.AddEdge(ar, opt, EdgeKind::kStreamWait);
+          if (fin >= 0 && j + 1 == n && !o.finalize_gap_wait) g.AddEdge(ar, fin, EdgeKind::kThread);
         }
       }
       const int32_t end = add("step_end" + suffix, cpu, TaskKind::kSync, Phase::kOther, 3 * kUs, it, kUs);
@@ -898,6 +915,81 @@ TEST_CASE("tensor_fusion with comm_cpu_share replaces the calls that issued the 
   TrainingGraph beside(o);
   REQUIRE(RunOk("tensor_fusion", {{"network", "ethernet10"}}, beside.g));
   CHECK(issue_calls(beside.g).size() == 6);
+}
+
+TEST_CASE("tensor_fusion makes what waited for the recorded all-reduces wait for the new buckets", "[comm]") {
+  // DDP's finalize copies the buckets back into the gradients once every
+  // all-reduce is done; the CPU optimizer (on another thread) waits for the
+  // new buckets anyway, the finalize only through its recorded edge.
+  TrainingGraphOptions o = CpuRanks();
+  o.recorded_world = 2;
+  o.finalize = true;
+  TrainingGraph t(o);
+  const std::vector<std::string> names = {"copy_bucket_to_grad#0", "copy_bucket_to_grad#1"};
+  PassContext context;
+  REQUIRE(RunOk("tensor_fusion", {{"network", "ethernet10"}, {"latency_us", "500"}}, t.g, &context));
+  absl::StatusOr<Schedule> s = Simulate(t.g);
+  REQUIRE(s.ok());
+  const std::vector<int32_t> inserted = Inserted(t.g);
+  REQUIRE(inserted.size() == 2);  // one bucket per iteration
+  for (size_t it = 0; it < names.size(); ++it) {
+    int32_t fin = -1;
+    for (size_t i = 0; i < t.g.tasks.size(); ++i) {
+      if (t.g.TaskName(static_cast<int32_t>(i)) == names[it]) fin = static_cast<int32_t>(i);
+    }
+    REQUIRE(fin >= 0);
+    // 1 ms of latency: the finalize would otherwise start right after backward.
+    CHECK(s->start_ns[static_cast<size_t>(fin)] >= s->end_ns[static_cast<size_t>(inserted[it])]);
+  }
+  CHECK_THAT(context.notes.back(), Catch::Contains("2 tasks that waited for the recorded all-reduces"));
+}
+
+TEST_CASE("tensor_fusion finds a wait for the recorded all-reduces in a task's gap", "[comm]") {
+  TrainingGraphOptions o = CpuRanks();
+  o.recorded_world = 2;
+  o.finalize = true;
+  o.finalize_gap_wait = true;
+  TrainingGraph recorded(o);
+  // Recorded: each finalize starts 5 ms after backward, its last all-reduce
+  // ended in between; `lag` is how long after that end it started.
+  absl::StatusOr<Schedule> before = Simulate(recorded.g);
+  REQUIRE(before.ok());
+  std::vector<TimeNs> lag;
+  for (size_t it = 0; it < recorded.finalize.size(); ++it) {
+    TimeNs last_end = 0;
+    for (int32_t c : TasksOfKind(recorded.g, TaskKind::kCollective)) {
+      if (recorded.g.tasks[static_cast<size_t>(c)].iteration == static_cast<int32_t>(it)) {
+        last_end = std::max(last_end, before->end_ns[static_cast<size_t>(c)]);
+      }
+    }
+    const TimeNs start = before->start_ns[static_cast<size_t>(recorded.finalize[it])];
+    REQUIRE(last_end < start);
+    lag.push_back(start - last_end);
+  }
+  TrainingGraph t(o);
+  PassContext context;
+  // 10 ms all-reduces: longer than the 5 ms gap.
+  REQUIRE(RunOk("tensor_fusion", {{"network", "ethernet10"}, {"latency_us", "5000"}}, t.g, &context));
+  absl::StatusOr<Schedule> s = Simulate(t.g);
+  REQUIRE(s.ok());
+  const std::vector<int32_t> inserted = Inserted(t.g);
+  REQUIRE(inserted.size() == 2);
+  for (size_t it = 0; it < 2; ++it) {
+    int32_t fin = -1;
+    for (size_t i = 0; i < t.g.tasks.size(); ++i) {
+      if (t.g.TaskName(static_cast<int32_t>(i)) == "copy_bucket_to_grad#" + std::to_string(it)) {
+        fin = static_cast<int32_t>(i);
+      }
+    }
+    REQUIRE(fin >= 0);
+    // The gap held the wait: it goes; the wake-up becomes the edge's lag,
+    // at most the builder's longest (this one woke milliseconds late).
+    CHECK(t.g.tasks[static_cast<size_t>(fin)].gap_ns == 0);
+    REQUIRE(lag[it] > BuildOptions{}.max_thread_wake_ns);
+    CHECK(s->start_ns[static_cast<size_t>(fin)] ==
+          s->end_ns[static_cast<size_t>(inserted[it])] + BuildOptions{}.max_thread_wake_ns);
+  }
+  CHECK_THAT(context.notes.back(), Catch::Contains("2 tasks that waited for the recorded all-reduces"));
 }
 
 TEST_CASE("tensor_fusion leaves DDP's reducer work to the recorded graph, and models it on a single-device one",
