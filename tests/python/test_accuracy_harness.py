@@ -45,3 +45,34 @@ def test_ddp_noise_histogram_puts_each_time_in_its_bin_and_skips_empty_ones():
     # 0.1 below the first edge, 3.9 and 4.0 in the tick's bin, 9 past the last edge.
     assert noise.histogram([0.1, 0.3, 3.9, 4.0, 9.0], (0.2, 0.5, 3.8, 4.2)) == "<0.2:1 0.2-0.5:1 3.8-4.2:2 >=4.2:1"
     assert noise.histogram([], (1, 2)) == ""
+
+
+def test_job_spread_reads_the_same_ddp_step_measured_by_separate_jobs():
+    run = load_run()
+
+    def row(exp, model, base_ms, opt_ms, error, gradient_mb=0.3):
+        return {"experiment": exp, "model": model, "error_pct": error, "noise_pct": 2.0, "within_noise": False,
+                "baseline": {"median_ms": base_ms}, "optimized": {"median_ms": opt_ms},
+                "config": {"gradient_mb": gradient_mb}}
+
+    rows = [
+        # The one-bucket DDP step: data_parallel's and tensor_fusion's optimized
+        # steps, tensor_fusion_reverse's baseline: 4.0, 5.0, 4.5 ms.
+        row("data_parallel", "mlp", 2.0, 4.0, -12.0),
+        row("tensor_fusion", "mlp", 6.0, 5.0, +30.0),
+        row("tensor_fusion_reverse", "mlp", 4.5, 7.0, +20.0),
+        row("amp", "mlp", 2.0, 1.6, +1.0),
+        # One job only: nothing to compare.
+        row("data_parallel", "cnn", 3.0, 7.0, -5.0),
+        # 2 MB of gradients: several buckets, not the same step in each job.
+        row("data_parallel", "big", 3.0, 7.0, -5.0, gradient_mb=2.0),
+        row("tensor_fusion", "big", 9.0, 9.0, -5.0, gradient_mb=2.0),
+    ]
+    run.job_spread(rows)
+    dp, tf, rev, amp, cnn, big_dp, big_tf = rows
+    for r in (dp, tf, rev):
+        assert r["job_noise_pct"] == 25.0  # (5.0 - 4.0) / 4.0
+        assert r["job_medians_ms"] == {"data_parallel": 4.0, "tensor_fusion": 5.0, "tensor_fusion_reverse": 4.5}
+    assert dp["within_noise"] and rev["within_noise"] and not tf["within_noise"]
+    for r in (amp, cnn, big_dp, big_tf):
+        assert "job_noise_pct" not in r and not r["within_noise"]
