@@ -51,6 +51,8 @@ struct TrainingGraphOptions {
   // With finalize: no edge; the finalize's 5 ms gap holds the wait instead
   // (a wake-up later than the builder links across threads).
   bool finalize_gap_wait = false;
+  // The CPU optimizer call's gap (framework time before it on its thread).
+  TimeNs cpu_opt_gap = 1000;
 };
 
 // One rank's training loop, built by hand. Per iteration, in id order:
@@ -122,7 +124,8 @@ struct TrainingGraph {
       // Created after backward, as the builder orders tasks by recorded start.
       int32_t opt_call = -1;
       if (o.cpu_optimizer) {
-        opt_call = add("optimizer.step" + suffix, cpu, TaskKind::kCpuOp, Phase::kOptimizer, 5 * kUs, it, kUs);
+        opt_call = add("optimizer.step" + suffix, cpu, TaskKind::kCpuOp, Phase::kOptimizer, 5 * kUs, it,
+                       o.cpu_opt_gap);
       }
       cpu_opt.push_back(opt_call);
       int32_t opt = -1;
@@ -990,6 +993,27 @@ TEST_CASE("tensor_fusion finds a wait for the recorded all-reduces in a task's g
           s->end_ns[static_cast<size_t>(inserted[it])] + BuildOptions{}.max_thread_wake_ns);
   }
   CHECK_THAT(context.notes.back(), Catch::Contains("2 tasks that waited for the recorded all-reduces"));
+}
+
+TEST_CASE("tensor_fusion reads a wait in a gap only for collectives that CPU threads run", "[comm]") {
+  // The CPU thread's optimizer call starts 5 ms after its previous task;
+  // the recorded all-reduces end in between. Run by gloo's thread (CPU
+  // ranks), that idle time was a wait; run on a GPU stream (NCCL), the
+  // thread did not wait for them and its gap stays.
+  for (const bool gpu : {false, true}) {
+    TrainingGraphOptions o = gpu ? TrainingGraphOptions{} : CpuRanks();
+    o.recorded_world = 2;
+    o.cpu_opt_gap = 5000 * kUs;
+    TrainingGraph t(o);
+    REQUIRE(t.cpu_opt[0] >= 0);
+    const std::string name(t.g.TaskName(t.cpu_opt[0]));
+    REQUIRE(RunOk("tensor_fusion", {{"network", "ethernet10"}}, t.g));
+    for (size_t i = 0; i < t.g.tasks.size(); ++i) {
+      if (t.g.TaskName(static_cast<int32_t>(i)) == name) {
+        CHECK(t.g.tasks[i].gap_ns == (gpu ? 5000 * kUs : 0));
+      }
+    }
+  }
 }
 
 TEST_CASE("tensor_fusion leaves DDP's reducer work to the recorded graph, and models it on a single-device one",
