@@ -150,16 +150,16 @@ def interleaved(configs: Dict[str, Callable[[], None]], warmup: int, rounds: int
 CAPTURE_WAIT, CAPTURE_WARMUP = 10, 2  # daydream.Profiler's defaults: 10 steps timed without it, 2 discarded
 
 
-def capture(step: Callable[[], None], model: Any, optimizer: Any, active: int) -> Any:
-    import daydream  # noqa: PLC0415
+# Steps a capture runs: CAPTURE_WAIT timed plain, CAPTURE_WARMUP, the
+# recorded ones, then CAPTURE_WAIT timed plain again (Profiler.speed_drift).
+def capture_steps(active: int) -> int:
+    return 2 * CAPTURE_WAIT + CAPTURE_WARMUP + active
 
-    prof = daydream.Profiler(wait=CAPTURE_WAIT, warmup=CAPTURE_WARMUP, active=active, model=model,
-                             optimizer=optimizer)
-    with prof:
-        for _ in range(CAPTURE_WAIT + CAPTURE_WARMUP + active):
-            step()
-            prof.step()
-    return prof
+
+def capture(step: Callable[[], None], model: Any, optimizer: Any, active: int) -> Any:
+    from daydream.capture import profile_steps  # noqa: PLC0415
+
+    return profile_steps(step, CAPTURE_WARMUP, active, model=model, optimizer=optimizer, wait=CAPTURE_WAIT)
 
 
 def opt_value(prediction: Dict[str, Any], key: str) -> Optional[str]:
@@ -186,6 +186,10 @@ def predict(prof: Any, opt: str, options: Dict[str, Any]) -> Dict[str, Any]:
         "raw_predicted_ms": p.predicted_ms,
         "speedup": p.speedup,
         "notes": list(p.notes),
+        "speed_drift": prof.speed_drift(),  # None, or how the plain steps moved around the recorded ones
+        "plain_step_ms": {"before": prof.plain_step_ms,
+                          "after": statistics.median(prof.plain_step_times_after_ms)
+                          if prof.plain_step_times_after_ms else None},
         "predict_s": time.perf_counter() - t0,
         "overhead_fit": {k: getattr(prof.overhead, k, None)
                          for k in ("scale", "cpu_factor", "plain_step_ms", "unscaled_replayed_ms", "fitted_replayed_ms",
@@ -356,7 +360,7 @@ def ddp_rank(rank: int, world: int, port: int, exp: str, name: str, a: argparse.
             if rank == 0:
                 prof = capture(configs["baseline"], ddp_base, opt_base, a.active)
             else:
-                for _ in range(CAPTURE_WAIT + CAPTURE_WARMUP + a.active):
+                for _ in range(capture_steps(a.active)):
                     configs["baseline"]()
             dist.barrier()
             if rank == 0:
@@ -612,6 +616,12 @@ def table(rows: List[Dict[str, Any]], meta: Dict[str, Any]) -> str:
                             if r.get("two_plain_processes") else ""))
     if extra:
         lines += ["", "Two-process runs:", ""] + extra
+    drifted = [r for r in rows if "skipped" not in r and r["prediction"].get("speed_drift")]
+    if drifted:
+        lines += ["", "Captures during which the machine's speed changed (the plain step before and after the "
+                  "recorded ones more than 15% apart; the prediction is of that moment):", ""]
+        lines += [f"- {r['experiment']} on {r['model']}: {r['prediction']['plain_step_ms']['before']:.3f} ms before, "
+                  f"{r['prediction']['plain_step_ms']['after']:.3f} ms after" for r in drifted]
     alternatives = [
         ("prediction_gemm_ratio", "amp with one bf16/fp32 GEMM ratio for every op (`cpu_gemm_factor` from "
          "`daydream.calibrate.amp_cpu_ratio`, the pass's last fallback) instead of the measured factors:",

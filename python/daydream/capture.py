@@ -196,6 +196,11 @@ class Profiler:
         #: forward (None without a model, or when one is not a tensor).
         self.model_inputs: Optional[List[Tuple[Tuple[int, ...], Any]]] = None
         self._input_hook: Any = None
+        #: Step times (ms) run without the profiler after the recorded ones
+        #: (:func:`profile_steps` times ``wait`` of them; empty otherwise): with
+        #: :attr:`plain_step_times_ms`, whether the machine's speed held while
+        #: recording (:meth:`speed_drift`).
+        self.plain_step_times_after_ms: List[float] = []
 
     # -- lifecycle ----------------------------------------------------------
     def start(self) -> "Profiler":
@@ -299,6 +304,25 @@ class Profiler:
         daydream's hooks; their median is :attr:`plain_step_ms`."""
         stamps = self._wait_stamps
         return [(b - a) * 1e3 for a, b in zip(stamps, stamps[1:])]
+
+    def speed_drift(self, threshold: float = 0.15) -> Optional[str]:
+        """A note when the plain steps timed after the recorded ones
+        (:attr:`plain_step_times_after_ms`) have a median more than
+        ``threshold`` away from those before (:attr:`plain_step_ms`), as a
+        fraction of the smaller: the machine's speed changed while recording,
+        so the recorded op times are of a faster or slower moment than the
+        steps around them. None when it held, or without both."""
+        before, after = self.plain_step_ms, self.plain_step_times_after_ms
+        if before is None or not after:
+            return None
+        after_ms = statistics.median(after)
+        if abs(after_ms - before) <= threshold * min(after_ms, before):
+            return None
+        return (f"the machine's speed changed while daydream.Profiler recorded: the step timed without the "
+                f"profiler took {before:.3f} ms (median of {len(self.plain_step_times_ms)}) before the recorded "
+                f"steps and {after_ms:.3f} ms (median of {len(after)}) after them; the recorded op times, and so "
+                "the replay and the prediction, are of that moment (a shared or throttled machine): record again "
+                "for a steadier baseline")
 
     @property
     def plain_optimizer_ms(self) -> Optional[float]:
@@ -489,4 +513,10 @@ def profile_steps(step: Callable[[], Any], warmup: int, active: int, model: Any 
         for _ in range(wait + warmup + active):
             step()
             prof.step()
+    # As many plain steps after the recorded ones as before: whether the
+    # machine's speed held while recording (Profiler.speed_drift).
+    for _ in range(wait):
+        t0 = time.perf_counter()
+        step()
+        prof.plain_step_times_after_ms.append((time.perf_counter() - t0) * 1e3)
     return prof

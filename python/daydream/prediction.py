@@ -440,7 +440,9 @@ def predict(
     recorded = _baseline(subject, inputs, target, loss_fn, optimizer, warmup, active)
     graph = recorded if isinstance(recorded, Graph) else recorded.graph
     model = subject if _is_module(subject) else getattr(recorded, "model", None)
-    calibration_notes = _overhead_notes(graph, getattr(recorded, "overhead", None)) + _calibrate(
+    drift = recorded.speed_drift() if hasattr(recorded, "speed_drift") else None
+    calibration_notes = ([drift] if drift else []) + _overhead_notes(graph, getattr(recorded, "overhead", None))
+    calibration_notes += _calibrate(
         graph, requests, model, getattr(recorded, "optimizer", None), getattr(recorded, "model_inputs", None),
         getattr(recorded, "plain_step_times_ms", ()))
     result = _core.predict(graph, requests)

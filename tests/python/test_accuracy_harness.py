@@ -76,3 +76,24 @@ def test_job_spread_reads_the_same_ddp_step_measured_by_separate_jobs():
     assert dp["within_noise"] and rev["within_noise"] and not tf["within_noise"]
     for r in (amp, cnn, big_dp, big_tf):
         assert "job_noise_pct" not in r and not r["within_noise"]
+
+
+def test_table_lists_the_captures_during_which_the_machines_speed_changed():
+    run = load_run()
+
+    def row(model, drift):
+        return {"experiment": "amp", "model": model, "config": {}, "within_noise": False, "predicted_ms": 1.0,
+                "measured_ms": 1.0, "error_pct": 0.0, "optimized": {"median_ms": 1.0, "p10_ms": 0.9, "p90_ms": 1.1},
+                "baseline": {"median_ms": 2.0}, "predicted_speedup": 2.0, "measured_speedup": 2.0,
+                "noise_pct": 1.0, "error_direct_pct": 0.0, "error_additive_pct": 0.0,
+                "baseline_replay_error_pct": 0.0,
+                "prediction": {"raw_predicted_ms": 1.0, "speed_drift": "changed" if drift else None,
+                               "plain_step_ms": {"before": 2.0, "after": 3.0 if drift else 2.1}}}
+
+    rows = [row("mlp", False), row("cnn", True)]
+    meta = {"command": "`run.py`", "machine": "test", "torch": "x", "threads": 1, "rounds": 1, "steps": 1,
+            "wall_s": 60.0, "loadavg_1min": {"start": 0.0, "end": 0.0}, "summary": run.summary(rows)}
+    text = run.table(rows, meta)
+    assert "Captures during which the machine's speed changed" in text
+    assert "- amp on cnn: 2.000 ms before, 3.000 ms after" in text
+    assert "amp on mlp:" not in text

@@ -157,6 +157,33 @@ def test_predict_from_a_model_profiles_it_on_this_cpu() -> None:
     assert len(pred.iterations) == 2
 
 
+def test_profile_steps_times_as_many_plain_steps_after_the_recorded_ones_as_before() -> None:
+    from daydream.capture import profile_steps, training_step
+
+    model = build("mlp")
+    inputs, target = batch_for("mlp")
+    step = training_step(model, inputs, target, nn.CrossEntropyLoss(), torch.optim.SGD(model.parameters(), lr=0.01))
+    prof = profile_steps(step, 1, 2, model=model, wait=4)
+    assert len(prof.plain_step_times_ms) == 4 and len(prof.plain_step_times_after_ms) == 4
+    assert all(t > 0 for t in prof.plain_step_times_after_ms)
+
+
+def test_predict_says_when_the_machines_speed_changed_while_recording() -> None:
+    model = build("mlp")
+    prof = _profiled(model, torch.optim.SGD(model.parameters(), lr=0.01), with_optimizer=False)
+    # Plain steps of 2 ms before the recorded ones (the Profiler's wait-step stamps, in seconds).
+    prof._wait_stamps = [0.0, 0.002, 0.004, 0.006]
+    prof.plain_step_times_after_ms = [2.1, 2.2, 2.0]  # within 15%: held
+    assert prof.speed_drift() is None
+    assert not any("while daydream.Profiler recorded" in n for n in daydream.predict(prof, opt="scale:cpu=0.5").notes)
+    prof.plain_step_times_after_ms = [3.0, 3.1, 2.9]  # 50% slower after
+    note = prof.speed_drift()
+    assert "2.000 ms (median of 3) before" in note and "3.000 ms (median of 3) after" in note
+    assert daydream.predict(prof, opt="scale:cpu=0.5").notes[0] == note
+    prof.plain_step_times_after_ms = []  # not timed after (a user's own loop): nothing to say
+    assert prof.speed_drift() is None
+
+
 @pytest.mark.parametrize("name, buffers", [("cnn", True), ("mlp", False)])
 def test_data_parallel_of_a_model_broadcasts_its_buffers_before_every_forward(name: str, buffers: bool) -> None:
     model = build(name)
