@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "daydream/base/status_macros.h"
 #include "daydream/base/strings.h"
@@ -98,6 +99,42 @@ int32_t Launcher(const Graph& g, int32_t k) {
   return launcher;
 }
 
+// What the pass does not fuse on a CPU graph, for its note: the forward
+// and backward normalization ops (batch, layer and group norm), which
+// torch.compile's inductor turns into generated kernels fused with their
+// neighbours. "" when there are none.
+std::string UnmodelledNorms(const Graph& g) {
+  static constexpr std::string_view kNorms[] = {
+      "aten::native_batch_norm", "aten::native_batch_norm_backward", "aten::native_layer_norm",
+      "aten::native_layer_norm_backward", "aten::native_group_norm", "aten::native_group_norm_backward"};
+  // An op the builder split around the tasks it encloses is several tasks of
+  // one trace event: count events.
+  absl::flat_hash_set<int64_t> ops;
+  int64_t count = 0;
+  TimeNs total = 0;
+  for (const Task& t : g.tasks) {
+    if (t.kind != TaskKind::kCpuOp || (t.phase != Phase::kForward && t.phase != Phase::kBackward) ||
+        (t.iteration < 0 && !g.iterations.empty())) {
+      continue;
+    }
+    const std::string_view name = g.Str(t.name);
+    for (std::string_view norm : kNorms) {
+      if (name == norm) {
+        if (t.trace_event < 0 || ops.insert(t.trace_event).second) ++count;
+        total += t.duration_ns;
+        break;
+      }
+    }
+  }
+  if (count == 0) return "";
+  const size_t iterations = std::max<size_t>(1, g.iterations.size());
+  return StrCat("; not modelled: ", count, count == 1 ? " normalization op in " : " normalization ops in ", iterations,
+                iterations == 1 ? " iteration" : " iterations", " (batch, layer or group norm; ",
+                Fixed(NsToMs(total) / static_cast<double>(iterations), 3),
+                " ms per iteration), which torch.compile's inductor turns into generated kernels fused with "
+                "their neighbours");
+}
+
 // One chain to fuse: its members on one resource in order, and for GPU
 // chains the members' launch calls.
 struct Chain {
@@ -128,11 +165,12 @@ class OpFusionPass : public Pass {
     const ResourceOrder order = OrderResources(graph);
     const std::vector<Chain> chains = gpu ? GpuChains(graph, order, max_chain) : CpuChains(graph, order, max_chain);
     const std::string_view what = gpu ? "elementwise kernels" : "elementwise CPU ops";
+    const std::string norms = gpu ? std::string() : UnmodelledNorms(graph);
     if (chains.empty()) {
       context.Note(StrCat("op_fusion: no chain of two or more ", what,
                           gpu ? " launched back-to-back from one thread onto one stream"
                               : " back-to-back on one thread",
-                          "; the graph is unchanged"));
+                          "; the graph is unchanged", norms));
       return false;
     }
     GraphEditor editor(graph);
@@ -188,7 +226,7 @@ class OpFusionPass : public Pass {
     } else {
       StrAppend(&note, "; ", Fixed(NsToMs(removed_cpu_ns), 3), " ms of CPU time removed");
     }
-    StrAppend(&note, "; that the intermediates have no other consumer is assumed (traces carry no data flow)");
+    StrAppend(&note, "; that the intermediates have no other consumer is assumed (traces carry no data flow)", norms);
     context.Note(std::move(note));
     return true;
   }
@@ -327,7 +365,9 @@ PassInfo OpFusionPassInfo() {
       "On CPU-only graphs, chains of elementwise CPU ops next to each other on one thread (aten::add, mul, "
       "relu, gelu, threshold_backward, ...) are fused the same way and the other members' framework gaps go. "
       "Traces carry no data flow, so that an intermediate has no other consumer cannot be checked: a chain is "
-      "only cut where another stream or the CPU waits on a member. max_chain below 2 is an error. Source: the "
+      "only cut where another stream or the CPU waits on a member. Normalizations (batch, layer, group norm), "
+      "which torch.compile's inductor also fuses on a CPU, are not: the note names how many there are and "
+      "their time. max_chain below 2 is an error. Source: the "
       "first honest model named in PRIOR_ART (op fusion in DisCo, dPRO's XLA pass: launches disappear, "
       "intermediates are not written and re-read).";
   info.options = {

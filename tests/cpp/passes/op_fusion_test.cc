@@ -247,6 +247,49 @@ TEST_CASE("op_fusion on a CPU-only graph fuses neighbouring elementwise ops and 
   CHECK_FALSE(IsElementwiseCpuOpName("add"));
 }
 
+TEST_CASE("op_fusion on a CPU-only graph names the normalization ops it does not fuse", "[op_fusion]") {
+  struct Op {
+    std::string name;
+    TimeNs duration;
+    Phase phase = Phase::kForward;
+    int64_t trace_event = -1;  // >= 0: shared by the tasks of one op the builder split
+  };
+  struct Case {
+    std::string what;
+    std::vector<Op> ops;
+    std::string note;  // "": no such note
+  };
+  const std::vector<Case> cases = {
+      {"with chains fused; an optimizer-phase op is not counted",
+       {{"aten::native_batch_norm", 40 * kUs}, {"aten::add", 20 * kUs}, {"aten::relu", 10 * kUs},
+        {"aten::native_batch_norm_backward", 60 * kUs, Phase::kBackward},
+        {"aten::native_batch_norm", 5 * kUs, Phase::kOptimizer}},
+       "not modelled: 2 normalization ops in 1 iteration (batch, layer or group norm; 0.100 ms per iteration)"},
+      {"without a chain", {{"aten::native_layer_norm", 30 * kUs}, {"aten::mm", 30 * kUs}},
+       "not modelled: 1 normalization op in 1 iteration (batch, layer or group norm; 0.030 ms per iteration)"},
+      {"an op split around what it encloses counts once",
+       {{"aten::native_batch_norm", 20 * kUs, Phase::kForward, 7}, {"aten::empty", 1 * kUs},
+        {"aten::native_batch_norm", 10 * kUs, Phase::kForward, 7}},
+       "not modelled: 1 normalization op in 1 iteration (batch, layer or group norm; 0.030 ms per iteration)"},
+      {"none", {{"aten::add", 20 * kUs}, {"aten::relu", 10 * kUs}}, ""},
+  };
+  for (const Case& c : cases) {
+    INFO(c.what);
+    Fixture f(0);
+    for (const Op& op : c.ops) {
+      const int32_t t = f.CpuOp(op.name, op.duration, op.phase);
+      if (op.trace_event >= 0) f.g.tasks[static_cast<size_t>(t)].trace_event = op.trace_event;
+    }
+    f.Finish();
+    REQUIRE(f.Run().ok());
+    if (c.note.empty()) {
+      CHECK_THAT(AllNotes(f.context), !Catch::Contains("not modelled"));
+    } else {
+      CHECK_THAT(AllNotes(f.context), Catch::Contains(c.note));
+    }
+  }
+}
+
 TEST_CASE("op_fusion knows elementwise kernels by function name", "[op_fusion]") {
   CHECK(IsElementwiseKernelName(kMul));
   CHECK(IsElementwiseKernelName(kAdd));
