@@ -602,13 +602,16 @@ class TensorFusionPass : public Pass {
           const Edge& edge = graph.edges[static_cast<size_t>(e)];
           if (edge.kind == EdgeKind::kSequential || is_gone(edge.to)) continue;
           const Task& w = graph.tasks[static_cast<size_t>(edge.to)];
-          if (w.iteration != c.iteration || w.kind == TaskKind::kCollective) continue;
+          if (w.iteration != c.iteration || w.kind == TaskKind::kCollective || w.phase == Phase::kComm) continue;
           waiters[static_cast<size_t>(c.iteration)].push_back({edge.to, edge.lag_ns, 0});
         }
       }
       for (size_t t = 0; t < graph.tasks.size(); ++t) {
         const Task& w = graph.tasks[t];
-        if (w.iteration < 0 || w.gap_ns <= 0 || w.kind == TaskKind::kCollective || is_gone(static_cast<int32_t>(t)) ||
+        // Not the calls that issue collectives (kept without comm_cpu_share):
+        // they are communication, not what waited for it.
+        if (w.iteration < 0 || w.gap_ns <= 0 || w.kind == TaskKind::kCollective || w.phase == Phase::kComm ||
+            is_gone(static_cast<int32_t>(t)) ||
             graph.resources[static_cast<size_t>(w.resource)].kind != ResourceKind::kCpuThread) {
           continue;
         }
