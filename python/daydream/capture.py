@@ -305,6 +305,12 @@ class Profiler:
         stamps = self._wait_stamps
         return [(b - a) * 1e3 for a, b in zip(stamps, stamps[1:])]
 
+    @property
+    def plain_step_after_ms(self) -> Optional[float]:
+        """Median of :attr:`plain_step_times_after_ms`; None when none were timed."""
+        after = self.plain_step_times_after_ms
+        return statistics.median(after) if after else None
+
     def speed_drift(self, threshold: float = 0.15) -> Optional[str]:
         """A note when the plain steps timed after the recorded ones
         (:attr:`plain_step_times_after_ms`) have a median more than
@@ -312,15 +318,14 @@ class Profiler:
         fraction of the smaller: the machine's speed changed while recording,
         so the recorded op times are of a faster or slower moment than the
         steps around them. None when it held, or without both."""
-        before, after = self.plain_step_ms, self.plain_step_times_after_ms
-        if before is None or not after:
+        before, after_ms = self.plain_step_ms, self.plain_step_after_ms
+        if before is None or after_ms is None:
             return None
-        after_ms = statistics.median(after)
         if abs(after_ms - before) <= threshold * min(after_ms, before):
             return None
         return (f"the machine's speed changed while daydream.Profiler recorded: the step timed without the "
                 f"profiler took {before:.3f} ms (median of {len(self.plain_step_times_ms)}) before the recorded "
-                f"steps and {after_ms:.3f} ms (median of {len(after)}) after them; the recorded op times, and so "
+                f"steps and {after_ms:.3f} ms (median of {len(self.plain_step_times_after_ms)}) after them; the recorded op times, and so "
                 "the replay and the prediction, are of that moment (a shared or throttled machine): record again "
                 "for a steadier baseline")
 

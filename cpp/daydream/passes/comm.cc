@@ -214,6 +214,68 @@ struct Waiter {
   TimeNs gap_cut_ns = 0;  // the recorded gap that held the wait and the wake-up: it goes
 };
 
+// Per iteration, the tasks that waited for the recorded all-reduces `old`
+// (which go, with the calls in `issues`): by their edges from them (DDP's
+// finalize on the thread that ran backward, a GPU optimizer, the step's
+// synchronization), or, behind a collective run by CPU threads (gloo), by an
+// idle gap on a CPU thread that holds its end (one on a GPU stream is waited
+// for through recorded synchronizations, which are edges). Never the calls
+// that issue collectives: they are communication. Ids are those after the
+// removal (GraphEditor::Commit keeps the order of what stays: an id moves
+// down by the number of removed ids below it).
+std::vector<std::vector<Waiter>> WaitersOf(Graph& graph, const std::vector<int32_t>& old,
+                                           const std::vector<int32_t>& issues) {
+  std::vector<int32_t> gone = old;
+  gone.insert(gone.end(), issues.begin(), issues.end());
+  std::sort(gone.begin(), gone.end());
+  auto is_gone = [&](int32_t t) { return std::binary_search(gone.begin(), gone.end(), t); };
+  if (!graph.has_adjacency()) graph.BuildAdjacency();
+  std::vector<std::vector<Waiter>> waiters(graph.iterations.size());
+  std::vector<std::vector<TimeNs>> ends(graph.iterations.size());  // CPU-run old all-reduces' recorded ends
+  bool cpu_run = false;
+  for (int32_t t : old) {
+    const Task& c = graph.tasks[static_cast<size_t>(t)];
+    if (graph.resources[static_cast<size_t>(c.resource)].kind == ResourceKind::kCpuThread) {
+      ends[static_cast<size_t>(c.iteration)].push_back(c.recorded_start_ns + c.duration_ns);
+      cpu_run = true;
+    }
+    for (int32_t e : graph.out_edges(t)) {
+      const Edge& edge = graph.edges[static_cast<size_t>(e)];
+      if (edge.kind == EdgeKind::kSequential || is_gone(edge.to)) continue;
+      const Task& w = graph.tasks[static_cast<size_t>(edge.to)];
+      if (w.iteration != c.iteration || w.kind == TaskKind::kCollective || w.phase == Phase::kComm) continue;
+      waiters[static_cast<size_t>(c.iteration)].push_back({edge.to, edge.lag_ns, 0});
+    }
+  }
+  for (size_t t = 0; cpu_run && t < graph.tasks.size(); ++t) {
+    const Task& w = graph.tasks[t];
+    if (w.iteration < 0 || w.gap_ns <= 0 || w.kind == TaskKind::kCollective || w.phase == Phase::kComm ||
+        graph.resources[static_cast<size_t>(w.resource)].kind != ResourceKind::kCpuThread ||
+        is_gone(static_cast<int32_t>(t))) {
+      continue;
+    }
+    TimeNs woke_by = -1;  // the latest old all-reduce end in the task's idle gap
+    for (TimeNs end : ends[static_cast<size_t>(w.iteration)]) {
+      if (end >= w.recorded_start_ns - w.gap_ns && end <= w.recorded_start_ns) woke_by = std::max(woke_by, end);
+    }
+    if (woke_by >= 0) {
+      waiters[static_cast<size_t>(w.iteration)].push_back(
+          {static_cast<int32_t>(t), std::min(w.recorded_start_ns - woke_by, BuildOptions{}.max_thread_wake_ns),
+           w.gap_ns});
+    }
+  }
+  // One entry per task (by an edge rather than a gap), renumbered.
+  for (std::vector<Waiter>& list : waiters) {
+    std::stable_sort(list.begin(), list.end(), [](const Waiter& a, const Waiter& b) { return a.task < b.task; });
+    list.erase(std::unique(list.begin(), list.end(), [](const Waiter& a, const Waiter& b) { return a.task == b.task; }),
+               list.end());
+    for (Waiter& w : list) {
+      w.task -= static_cast<int32_t>(std::lower_bound(gone.begin(), gone.end(), w.task) - gone.begin());
+    }
+  }
+  return waiters;
+}
+
 // Inserts the bucketed all-reduces of every iteration. Returns how many.
 // `waiters[i]` (may be shorter than the iterations): the tasks of iteration
 // i that waited for the gradient all-reduces a recorded graph had (DDP's
@@ -580,63 +642,9 @@ class TensorFusionPass : public Pass {
     }
     // What waited for the recorded all-reduces waits for the new ones: the
     // removal below would link it to what the old ones waited for instead.
-    std::vector<std::vector<Waiter>> waiters(graph.iterations.size());
+    std::vector<std::vector<Waiter>> waiters;
     if (!old.empty()) {
-      std::vector<int32_t> gone = old;
-      gone.insert(gone.end(), issues.begin(), issues.end());
-      std::sort(gone.begin(), gone.end());
-      auto is_gone = [&](int32_t t) { return std::binary_search(gone.begin(), gone.end(), t); };
-      if (!graph.has_adjacency()) graph.BuildAdjacency();
-      std::vector<std::vector<TimeNs>> ends(graph.iterations.size());  // the old all-reduces' recorded ends
-      for (int32_t t : old) {
-        const Task& c = graph.tasks[static_cast<size_t>(t)];
-        // Only a collective run by CPU threads (gloo) keeps a CPU thread
-        // waiting; one on a GPU stream is waited for through the recorded
-        // synchronizations, which are edges.
-        if (graph.resources[static_cast<size_t>(c.resource)].kind == ResourceKind::kCpuThread) {
-          ends[static_cast<size_t>(c.iteration)].push_back(c.recorded_start_ns + c.duration_ns);
-        }
-        // Their edges to other tasks of their iteration: DDP's finalize on the
-        // thread that ran backward, a GPU optimizer, the step's synchronization.
-        for (int32_t e : graph.out_edges(t)) {
-          const Edge& edge = graph.edges[static_cast<size_t>(e)];
-          if (edge.kind == EdgeKind::kSequential || is_gone(edge.to)) continue;
-          const Task& w = graph.tasks[static_cast<size_t>(edge.to)];
-          if (w.iteration != c.iteration || w.kind == TaskKind::kCollective || w.phase == Phase::kComm) continue;
-          waiters[static_cast<size_t>(c.iteration)].push_back({edge.to, edge.lag_ns, 0});
-        }
-      }
-      for (size_t t = 0; t < graph.tasks.size(); ++t) {
-        const Task& w = graph.tasks[t];
-        // Not the calls that issue collectives (kept without comm_cpu_share):
-        // they are communication, not what waited for it.
-        if (w.iteration < 0 || w.gap_ns <= 0 || w.kind == TaskKind::kCollective || w.phase == Phase::kComm ||
-            is_gone(static_cast<int32_t>(t)) ||
-            graph.resources[static_cast<size_t>(w.resource)].kind != ResourceKind::kCpuThread) {
-          continue;
-        }
-        TimeNs woke_by = -1;  // the latest old all-reduce end in the task's idle gap
-        for (TimeNs end : ends[static_cast<size_t>(w.iteration)]) {
-          if (end >= w.recorded_start_ns - w.gap_ns && end <= w.recorded_start_ns) woke_by = std::max(woke_by, end);
-        }
-        if (woke_by >= 0) {
-          waiters[static_cast<size_t>(w.iteration)].push_back(
-              {static_cast<int32_t>(t), std::min(w.recorded_start_ns - woke_by, BuildOptions{}.max_thread_wake_ns),
-               w.gap_ns});
-        }
-      }
-      // One entry per task (by an edge rather than a gap); Commit keeps the
-      // order of the tasks that stay: an id moves down by the number of
-      // removed ids below it.
-      for (std::vector<Waiter>& list : waiters) {
-        std::stable_sort(list.begin(), list.end(), [](const Waiter& a, const Waiter& b) { return a.task < b.task; });
-        list.erase(std::unique(list.begin(), list.end(),
-                               [](const Waiter& a, const Waiter& b) { return a.task == b.task; }),
-                   list.end());
-        for (Waiter& w : list) {
-          w.task -= static_cast<int32_t>(std::lower_bound(gone.begin(), gone.end(), w.task) - gone.begin());
-        }
-      }
+      waiters = WaitersOf(graph, old, issues);
       GraphEditor editor(graph);
       for (int32_t t : old) DD_RETURN_IF_ERROR(editor.RemoveTask(t, /*keep_gap=*/false));
       TimeNs issued = 0;
