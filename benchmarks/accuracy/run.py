@@ -77,7 +77,7 @@ TARGET_MEDIAN, TARGET_MAX = 5.0, 15.0
 # fused_optimizer with its operator and bandwidth model instead of the
 # measured step factor.
 ALTERNATIVE_PREDICTIONS = ("prediction_trace_fit", "prediction_gemm_ratio", "prediction_beside_compute",
-                           "prediction_op_model", "prediction_no_gap")
+                           "prediction_op_model", "prediction_no_gap", "prediction_chain_model")
 MIB = 1024 * 1024
 # glibc serves allocations from 128 kB up with mmap until a free raises its
 # threshold, and trims the heap's top: whether a step's large tensors fault
@@ -284,6 +284,10 @@ def single_process(exp: str, name: str, a: argparse.Namespace) -> Dict[str, Any]
         # The pass's model without the optimizer (a trace file): operator
         # costs plus bytes at the bandwidth the unfused ops reached.
         out["prediction_op_model"] = predict(prof, pass_opt, {"cpu_step_factor": 0})
+    if exp == "op_fusion":
+        # The pass's model without the model (a trace file): chains of
+        # elementwise ops fused, instead of the phases timed under torch.compile.
+        out["prediction_chain_model"] = predict(prof, pass_opt, {"cpu_op_factors": ""})
     out["config"] = extra
     return out
 
@@ -628,6 +632,9 @@ def table(rows: List[Dict[str, Any]], meta: Dict[str, Any]) -> str:
          "the optimizer, from a trace file) instead of the measured step factor:",
          lambda r: f"instead of cpu_step_factor {opt_value(r['prediction'], 'cpu_step_factor') or 'not measured'} "
                    f"({r['predicted_ms']:.3f} ms, {r['error_pct']:+.1f}%)"),
+        ("prediction_chain_model", "op_fusion with the pass's chain model (what it uses without the model, from a "
+         "trace file: adjacent elementwise ops fused) instead of the forward and backward timed under torch.compile:",
+         lambda r: f"instead of {r['predicted_ms']:.3f} ms ({r['error_pct']:+.1f}%)"),
     ]
     for key, heading, what in alternatives:
         alt = [r for r in rows if r.get(key) and "skipped" not in r]

@@ -478,6 +478,102 @@ def batch_cpu_phase_times(model: Any, inputs: Sequence[Tuple[Tuple[int, ...], An
     return _phase_times(model, [(scaled, False), (inputs, False)], "batch_cpu_phase_times", repeats, max_bytes)
 
 
+def compile_cpu_phase_times(model: Any, inputs: Sequence[Any], repeats: int = 5,
+                            backend: Any = "inductor", round_s: float = 0.15, max_bytes: int = 1 << 30
+                            ) -> Dict[str, Tuple[float, float]]:
+    """(compiled ms, eager ms) of ``model``'s forward and of its backward on
+    this CPU, per phase: two copies of the model, one eager and one under
+    ``torch.compile(backend=backend)`` (a name or a backend function), each
+    run on the same inputs: each of
+    ``inputs`` is a tensor (the batch itself, best: compiled code's speed can
+    depend on values such as token ids) or a (shape, dtype) pair (floats in
+    [0.5, 1), integers 0), with ``.grad`` cleared before every step, as
+    ``zero_grad`` leaves it; the
+    forward is the model's call, the backward ``autograd.backward`` of its
+    outputs that need a gradient (what a loss outside the model adds is the
+    same in both). After three steps each (the compilation), ``repeats``
+    rounds of about ``round_s`` seconds per copy alternate between them;
+    each phase's median over the steps is returned. Everything compilation
+    changes is in the times: generated kernels (fused normalizations and
+    elementwise ops), the framework's Python and autograd nodes it removes,
+    and the guards and calls it adds. The model itself is not run or changed.
+
+    Raises DaydreamError when the model cannot be copied, torch.compile fails
+    on it, or the two copies would take more than ``max_bytes``.
+
+    Example::
+
+        daydream.calibrate.compile_cpu_phase_times(model, [((32, 3, 16, 16), torch.float32)])
+        # {"forward": (1.07, 1.38), "backward": (1.42, 1.62)}
+    """
+    import copy  # noqa: PLC0415
+
+    torch = _torch()
+    from torch.utils._pytree import tree_leaves  # noqa: PLC0415
+
+    who = "compile_cpu_phase_times"
+    name = type(model).__name__
+    nbytes = sum(t.numel() * t.element_size() for t in (*model.parameters(), *model.buffers()))
+    if 2 * nbytes > max_bytes:
+        raise DaydreamError(f"{who}: two copies of {name} would take {2 * nbytes / 2**30:.1f} GiB "
+                            f"(max_bytes {max_bytes / 2**30:.1f} GiB)")
+    try:
+        eager = copy.deepcopy(model)
+        compiled = torch.compile(copy.deepcopy(model), backend=backend)
+    except Exception as e:  # noqa: BLE001 - any model that cannot be copied or wrapped
+        raise DaydreamError(f"{who}: {name} cannot be copied and compiled: {type(e).__name__}: {e}") from e
+    gen = torch.Generator().manual_seed(0)
+
+    def tensor(spec: Any) -> Any:
+        if isinstance(spec, torch.Tensor):
+            return spec.detach()
+        shape, dtype = spec
+        return (torch.empty(shape, dtype=dtype).uniform_(0.5, 1.0, generator=gen) if dtype.is_floating_point
+                else torch.zeros(shape, dtype=dtype))
+
+    xs = [tensor(spec) for spec in inputs]
+
+    def step(m: Any) -> Tuple[float, Optional[float]]:
+        for p in m.parameters():
+            p.grad = None
+        t0 = time.perf_counter()
+        out = m(*xs)
+        t1 = time.perf_counter()
+        outs = [t for t in tree_leaves(out) if isinstance(t, torch.Tensor) and t.requires_grad]
+        if not outs:
+            return t1 - t0, None
+        grads = [torch.ones_like(t) for t in outs]
+        t2 = time.perf_counter()
+        torch.autograd.backward(outs, grads)
+        return t1 - t0, time.perf_counter() - t2
+
+    try:
+        for _ in range(3):
+            step(compiled)
+    except Exception as e:  # noqa: BLE001 - any compile failure is the reason
+        lines = [line.strip() for line in str(e).splitlines() if line.strip()]
+        how = backend if isinstance(backend, str) else getattr(backend, "__name__", "?")
+        raise DaydreamError(f"{who}: torch.compile(backend={how!r}) of {name} failed: "
+                            f"{type(e).__name__}: {' '.join(lines[:2])[:300]}") from e
+    for _ in range(3):
+        step(eager)
+    t0 = time.perf_counter()
+    step(eager)
+    steps = max(3, min(50, int(round_s / max(time.perf_counter() - t0, 1e-6))))
+    samples: Dict[str, Dict[str, List[float]]] = {m: {"forward": [], "backward": []} for m in ("compiled", "eager")}
+    for r in range(repeats):
+        for which in (("eager", "compiled") if r % 2 == 0 else ("compiled", "eager")):
+            m = eager if which == "eager" else compiled
+            for _ in range(steps):
+                fwd, bwd = step(m)
+                samples[which]["forward"].append(fwd)
+                if bwd is not None:
+                    samples[which]["backward"].append(bwd)
+    return {phase: (statistics.median(samples["compiled"][phase]) * 1e3,
+                    statistics.median(samples["eager"][phase]) * 1e3)
+            for phase in ("forward", "backward") if samples["compiled"][phase] and samples["eager"][phase]}
+
+
 def format_op_factors(factors: Dict[int, float]) -> str:
     """The ``amp`` pass's ``cpu_op_factors`` text: "EVENT=FACTOR;..."."""
     return ";".join(f"{event}={factor:.4g}" for event, factor in sorted(factors.items()))

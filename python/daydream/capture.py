@@ -195,6 +195,9 @@ class Profiler:
         #: Shape and dtype of each positional input of ``model``'s first recorded
         #: forward (None without a model, or when one is not a tensor).
         self.model_inputs: Optional[List[Tuple[Tuple[int, ...], Any]]] = None
+        #: The tensors themselves of that forward (references, not copies):
+        #: calibrations whose cost depends on values (token ids) run on them.
+        self.model_input_values: Optional[List[Any]] = None
         self._input_hook: Any = None
         #: Step times (ms) run without the profiler after the recorded ones
         #: (:func:`profile_steps` times ``wait`` of them; empty otherwise): with
@@ -271,6 +274,7 @@ class Profiler:
         torch = _torch()
         if all(isinstance(a, torch.Tensor) for a in args):
             self.model_inputs = [(tuple(a.shape), a.dtype) for a in args]
+            self.model_input_values = list(args)
         if self._input_hook is not None:
             self._input_hook.remove()
             self._input_hook = None

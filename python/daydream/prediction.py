@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import html
 import os
+import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple, Union
 
@@ -263,6 +264,31 @@ def _calibrate_amp_cpu(graph: Graph, given: Dict[str, str], model: Any = None, i
             f"daydream.calibrate.amp_cpu_ratio; no per-op factors: {why})")
 
 
+def _calibrate_op_fusion_cpu(graph: Graph, given: Dict[str, str], model: Any = None, inputs: Any = None
+                             ) -> Optional[str]:
+    """op_fusion on a CPU-only graph with the model and its recorded inputs
+    (a Profiler given ``model=``): its forward and backward timed on this CPU
+    eager and under torch.compile; each phase's change in milliseconds is
+    spread over the graph's ops of that phase (``cpu_op_factors``). Without
+    them, or when compilation fails, the pass's chain model (the note says
+    why)."""
+    from . import calibrate  # noqa: PLC0415 - needs torch
+
+    if model is None or not inputs:
+        return None
+    t0 = time.perf_counter()
+    try:
+        times = calibrate.compile_cpu_phase_times(model, inputs)
+    except DaydreamError as e:
+        return f"op_fusion: not measured under torch.compile ({e}); the pass's chain model is used"
+    spread = _spread_phase_change(graph, times, given)
+    if not spread:
+        return "op_fusion: the graph has no forward or backward op with a trace event; the pass's chain model is used"
+    return ("op_fusion: the model's forward and backward timed on this CPU eager and under torch.compile (inductor; "
+            f"compiled and timed in {time.perf_counter() - t0:.1f} s): " + spread
+            + " (daydream.calibrate.compile_cpu_phase_times)")
+
+
 def _buffer_broadcast(model: Any, given: Dict[str, str]) -> Optional[str]:
     """data_parallel of a model with buffers (batch-norm running statistics):
     DDP (broadcast_buffers=True) broadcasts them before every forward. The
@@ -350,11 +376,13 @@ def _fused_cpu_step(optimizer: Any, given: Dict[str, str]) -> Optional[str]:
 
 
 def _calibrate(graph: Graph, requests: List[Tuple[str, Dict[str, str]]], model: Any = None,
-               optimizer: Any = None, inputs: Any = None, step_times_ms: Sequence[float] = ()) -> List[str]:
+               optimizer: Any = None, inputs: Any = None, step_times_ms: Sequence[float] = (),
+               input_values: Any = None) -> List[str]:
     """Fills in what must be measured on this machine or read from the model:
     amp on a CPU-only graph gets the CPU's measured bf16/fp32 factors,
     batch_size a CPU op's fixed cost, fused_optimizer the fused/unfused step
-    ratio of a known optimizer;
+    ratio of a known optimizer, op_fusion of a known model its phases'
+    change under torch.compile;
     data_parallel of a known model the bytes of buffers DDP broadcasts;
     data_parallel and tensor_fusion of a step timed by a Profiler the wait
     for the slowest rank."""
@@ -365,6 +393,10 @@ def _calibrate(graph: Graph, requests: List[Tuple[str, Dict[str, str]]], model: 
             notes.append(_calibrate_amp_cpu(graph, given, model, inputs))
         if name == "batch_size" and cpu_only and not {"cpu_fixed_us", "cpu_saturation_us"} & set(given):
             notes += _calibrate_batch_cpu(graph, given, model, inputs)
+        if name == "op_fusion" and cpu_only and "cpu_op_factors" not in given:
+            note = _calibrate_op_fusion_cpu(graph, given, model, input_values or inputs)
+            if note:
+                notes.append(note)
         if name == "fused_optimizer" and cpu_only and optimizer is not None and "cpu_step_factor" not in given:
             note = _fused_cpu_step(optimizer, given)
             if note:
@@ -444,7 +476,7 @@ def predict(
     calibration_notes = ([drift] if drift else []) + _overhead_notes(graph, getattr(recorded, "overhead", None))
     calibration_notes += _calibrate(
         graph, requests, model, getattr(recorded, "optimizer", None), getattr(recorded, "model_inputs", None),
-        getattr(recorded, "plain_step_times_ms", ()))
+        getattr(recorded, "plain_step_times_ms", ()), getattr(recorded, "model_input_values", None))
     result = _core.predict(graph, requests)
     labels = [name + (":" + ",".join(f"{k}={v}" for k, v in given.items()) if given else "")
               for name, given in requests]

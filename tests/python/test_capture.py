@@ -267,12 +267,13 @@ def test_profiler_notes_the_shapes_and_dtypes_of_the_models_inputs(captured) -> 
     name, model, prof = captured
     inputs, _ = batch_for(name)
     assert prof.model_inputs == [(tuple(inputs.shape), inputs.dtype)]
+    assert len(prof.model_input_values) == 1 and torch.equal(prof.model_input_values[0], inputs)  # the batch itself
     assert not any(m._forward_pre_hooks for m in model.modules())  # every hook is gone
     plain = daydream.Profiler(wait=0, warmup=0, active=1)
     with plain:
         torch.randn(4).sum()
         plain.step()
-    assert plain.model_inputs is None
+    assert plain.model_inputs is None and plain.model_input_values is None
 
 
 def test_phase_cpu_ms_is_the_phases_tasks_and_the_gaps_between_them(captured) -> None:

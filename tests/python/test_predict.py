@@ -295,6 +295,76 @@ def test_batch_size_of_a_known_model_replays_its_ops_at_both_batches() -> None:
     assert pred.predicted_ms > pred.replayed_ms
 
 
+def _slow_forward_backend(gm, example_inputs):  # noqa: ANN001, ANN202 - a torch.compile backend
+    """Runs the captured forward as it is, 3 ms later: no AOT autograd, so
+    the backward is eager's."""
+    import time
+
+    def run(*args):  # noqa: ANN002, ANN202
+        time.sleep(0.003)
+        return gm.forward(*args)
+    return run
+
+
+def test_compile_cpu_phase_times_time_each_phase_of_both_copies_and_leave_the_model_alone() -> None:
+    from daydream import calibrate
+
+    model = build("cnn")
+    state = {k: v.clone() for k, v in model.state_dict().items()}
+    x, _ = batch_for("cnn")
+    times = calibrate.compile_cpu_phase_times(model, [x], repeats=3, backend=_slow_forward_backend)
+    assert set(times) == {"forward", "backward"}
+    (fwd_compiled, fwd_eager), (bwd_compiled, bwd_eager) = times["forward"], times["backward"]
+    assert 2.8 <= fwd_compiled - fwd_eager < 5.0  # the backend's 3 ms (and its Python) land in the forward only
+    assert abs(bwd_compiled - bwd_eager) < 1.5
+    # The model itself was not run: its batch-norm statistics and gradients are as they were.
+    assert all(torch.equal(v, state[k]) for k, v in model.state_dict().items())
+    assert all(p.grad is None for p in model.parameters())
+    # (shape, dtype) pairs instead of the batch; a forward-only model has no backward.
+    frozen = build("mlp").requires_grad_(False)
+    only = calibrate.compile_cpu_phase_times(frozen, [((4, 64), torch.float32)], repeats=1, backend="eager")
+    assert set(only) == {"forward"}
+
+
+def test_compile_cpu_phase_times_name_a_compile_failure() -> None:
+    from daydream import calibrate
+
+    def broken(gm, example_inputs):  # noqa: ANN001, ANN202
+        raise RuntimeError("no compiler here")
+
+    with pytest.raises(daydream.DaydreamError,
+                       match=r"torch.compile\(backend='broken'\) of Sequential failed: .*no compiler here"):
+        calibrate.compile_cpu_phase_times(build("mlp"), [((4, 64), torch.float32)], repeats=1, backend=broken)
+
+
+def test_op_fusion_of_a_known_model_spreads_its_compiled_phases_over_the_graph(monkeypatch) -> None:
+    import functools
+
+    from daydream import calibrate
+
+    model = build("mlp")
+    prof = _profiled(model, torch.optim.SGD(model.parameters(), lr=0.01))
+    # Inductor's first compilation takes tens of seconds on a cold cache: the test's backend adds 3 ms instead.
+    monkeypatch.setattr(calibrate, "compile_cpu_phase_times",
+                        functools.partial(calibrate.compile_cpu_phase_times, repeats=2, backend=_slow_forward_backend))
+    pred = daydream.predict(prof, opt="op_fusion")
+    assert "cpu_op_factors=" in pred.opts[0]
+    assert any("compile_cpu_phase_times" in n for n in pred.notes), pred.notes
+    assert any("forward/backward CPU ops at their measured factors" in n for n in pred.notes), pred.notes
+    assert pred.predicted_ms - pred.replayed_ms == pytest.approx(3.0, abs=1.0)  # the backend's 3 ms a forward
+    # Without the model (a graph), or when compilation fails: the chain model.
+    assert "cpu_op_factors" not in daydream.predict(prof.graph, opt="op_fusion").opts[0]
+
+    def fails(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+        raise daydream.DaydreamError("compile_cpu_phase_times: torch.compile(backend='inductor') of X failed: boom")
+
+    monkeypatch.setattr(calibrate, "compile_cpu_phase_times", fails)
+    pred = daydream.predict(prof, opt="op_fusion")
+    assert "cpu_op_factors" not in pred.opts[0]
+    assert any("not measured under torch.compile" in n and "boom" in n and "chain model is used" in n
+               for n in pred.notes), pred.notes
+
+
 def test_predict_from_a_model_needs_inputs() -> None:
     with pytest.raises(daydream.DaydreamError, match="inputs="):
         daydream.predict(build("mlp"), opt="scale:cpu=0.5")

@@ -162,6 +162,15 @@ class OpFusionPass : public Pass {
     if (!graph.has_adjacency()) graph.BuildAdjacency();
     bool gpu = false;
     for (const Resource& r : graph.resources) gpu = gpu || r.kind == ResourceKind::kGpuStream;
+    DD_ASSIGN_OR_RETURN(const EventFactors measured,
+                        ParseEventFactors("op_fusion", "cpu_op_factors", o_.String("cpu_op_factors")));
+    if (!measured.empty()) {
+      if (gpu) {
+        return absl::InvalidArgumentError(
+            "op_fusion: cpu_op_factors is for CPU-only graphs (this one runs kernels on a GPU stream)");
+      }
+      return ApplyMeasured(graph, measured, context);
+    }
     const ResourceOrder order = OrderResources(graph);
     const std::vector<Chain> chains = gpu ? GpuChains(graph, order, max_chain) : CpuChains(graph, order, max_chain);
     const std::string_view what = gpu ? "elementwise kernels" : "elementwise CPU ops";
@@ -322,6 +331,40 @@ class OpFusionPass : public Pass {
     return chains;
   }
 
+  // cpu_op_factors on a CPU-only graph: each forward/backward CPU op whose
+  // trace event has a factor takes it; nothing is merged.
+  static absl::StatusOr<bool> ApplyMeasured(Graph& graph, const EventFactors& measured, PassContext& context) {
+    GraphEditor editor(graph);
+    int64_t count = 0;
+    TimeNs before_ns = 0, after_ns = 0;
+    for (size_t i = 0; i < graph.tasks.size(); ++i) {
+      const Task& t = graph.tasks[i];
+      if (t.kind != TaskKind::kCpuOp || (t.phase != Phase::kForward && t.phase != Phase::kBackward)) continue;
+      const auto it = t.trace_event >= 0 ? measured.find(t.trace_event) : measured.end();
+      if (it == measured.end()) continue;
+      ++count;
+      before_ns += t.duration_ns;
+      editor.ScaleDuration(static_cast<int32_t>(i), it->second);
+      after_ns += graph.tasks[i].duration_ns;
+    }
+    if (count == 0) {
+      return absl::FailedPreconditionError(
+          StrCat("op_fusion: cpu_op_factors has ", measured.size(),
+                 " entries but none is the trace event of a forward or backward CPU op of this graph (measured on "
+                 "another trace?)"));
+    }
+    if (editor.num_edits() == 0) {
+      context.Note("op_fusion: the measured factors leave every CPU op's time as it was; the graph is unchanged");
+      return false;
+    }
+    DD_RETURN_IF_ERROR(editor.Commit());
+    context.Note(StrCat("op_fusion: ", count, " forward/backward CPU ops at their measured factors (cpu_op_factors): ",
+                        Fixed(NsToMs(before_ns), 3), " -> ", Fixed(NsToMs(after_ns), 3),
+                        " ms; framework gaps, the optimizer step and everything outside the compiled phases "
+                        "unchanged"));
+    return true;
+  }
+
   PassOptions o_;
 };
 
@@ -367,13 +410,21 @@ PassInfo OpFusionPassInfo() {
       "Traces carry no data flow, so that an intermediate has no other consumer cannot be checked: a chain is "
       "only cut where another stream or the CPU waits on a member. Normalizations (batch, layer, group norm), "
       "which torch.compile's inductor also fuses on a CPU, are not: the note names how many there are and "
-      "their time. max_chain below 2 is an error. Source: the "
+      "their time. With cpu_op_factors (by trace event; daydream.predict measures them on a CPU-only graph when it "
+      "has the model, by timing its forward and backward eager and under torch.compile: "
+      "daydream.calibrate.compile_cpu_phase_times), each forward/backward CPU op takes its factor instead and no "
+      "chain is fused: generated kernels, normalizations and the Python that compilation removes are then in the "
+      "measurement. max_chain below 2 is an error. Source: the "
       "first honest model named in PRIOR_ART (op fusion in DisCo, dPRO's XLA pass: launches disappear, "
       "intermediates are not written and re-read).";
   info.options = {
       {"max_chain", OptionType::kInt, "8", "most kernels fused into one (>= 2)"},
       {"intermediate_factor", OptionType::kDouble, "0.5",
        "share of the non-longest members' time that stays after fusion, in [0, 1]"},
+      {"cpu_op_factors", OptionType::kString, "",
+       "TRACE_EVENT=FACTOR;... measured time factors of forward/backward CPU ops under compilation, which replace "
+       "the chain model on a CPU-only graph (daydream.predict measures them with "
+       "daydream.calibrate.compile_cpu_phase_times when it has the model)"},
   };
   info.create = [](const PassOptions& o) -> absl::StatusOr<std::unique_ptr<Pass>> {
     return std::unique_ptr<Pass>(new OpFusionPass(o));

@@ -1,6 +1,8 @@
 // The op_fusion pass: chains of elementwise kernels (or, on CPU-only graphs,
 // elementwise CPU ops) fused into one, as torch.compile/XLA fuse pointwise
-// ops. Also the name tests that decide what counts as elementwise.
+// ops; or, on CPU-only graphs given cpu_op_factors, forward/backward CPU ops
+// scaled by factors measured under compilation. Also the name tests that
+// decide what counts as elementwise.
 #ifndef DAYDREAM_PASSES_OP_FUSION_H_
 #define DAYDREAM_PASSES_OP_FUSION_H_
 

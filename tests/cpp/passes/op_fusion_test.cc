@@ -10,6 +10,7 @@
 
 #include <catch2/catch.hpp>
 
+#include "daydream/base/strings.h"
 #include "daydream/graph/builder.h"
 #include "daydream/passes/editor.h"
 #include "daydream/sim/replay.h"
@@ -288,6 +289,54 @@ TEST_CASE("op_fusion on a CPU-only graph names the normalization ops it does not
       CHECK_THAT(AllNotes(f.context), Catch::Contains(c.note));
     }
   }
+}
+
+TEST_CASE("op_fusion with measured cpu_op_factors scales the forward/backward CPU ops they name, and fuses nothing",
+          "[op_fusion]") {
+  Fixture f(0);
+  const int32_t mm = f.CpuOp("aten::mm", 100 * kUs);
+  const int32_t add = f.CpuOp("aten::add", 20 * kUs, Phase::kForward, 4 * kUs);
+  const int32_t relu = f.CpuOp("aten::relu", 20 * kUs, Phase::kForward, 4 * kUs);
+  const int32_t bwd = f.CpuOp("aten::native_batch_norm_backward", 40 * kUs, Phase::kBackward);
+  const int32_t opt = f.CpuOp("aten::add_", 10 * kUs, Phase::kOptimizer);
+  for (int32_t t : {mm, add, relu, bwd, opt}) f.g.tasks[static_cast<size_t>(t)].trace_event = 10 + t;
+  f.Finish();
+  const TimeNs before = Sim(f.g).makespan_ns;
+
+  SECTION("factors by trace event; an op without one and the optimizer stay") {
+    const OptionMap options = {{"cpu_op_factors", StrCat(10 + add, "=0.5;", 10 + bwd, "=0.25;", 10 + opt, "=0.1")}};
+    REQUIRE(f.Run(options).value());
+    CHECK(f.g.tasks.size() == 5);  // nothing merged although add and relu are a chain
+    CHECK(f.Duration(mm) == 100 * kUs);
+    CHECK(f.Duration(add) == 10 * kUs);
+    CHECK(f.Duration(relu) == 20 * kUs);
+    CHECK(f.Duration(bwd) == 10 * kUs);
+    CHECK(f.Duration(opt) == 10 * kUs);                  // optimizer phase: not compiled
+    CHECK(Sim(f.g).makespan_ns == before - 40 * kUs);   // gaps unchanged
+    CHECK_THAT(AllNotes(f.context), Catch::Contains("2 forward/backward CPU ops at their measured factors"));
+    CHECK_THAT(AllNotes(f.context), !Catch::Contains("fused"));
+  }
+  SECTION("factors for no op of this graph: an error, the graph unchanged") {
+    absl::StatusOr<bool> changed = f.Run({{"cpu_op_factors", "999=0.5"}});
+    REQUIRE_FALSE(changed.ok());
+    CHECK_THAT(std::string(changed.status().message()), Catch::Contains("none is the trace event"));
+    CHECK(Sim(f.g).makespan_ns == before);
+  }
+  SECTION("a bad entry: an error naming the option") {
+    absl::StatusOr<bool> changed = f.Run({{"cpu_op_factors", "3=-1"}});
+    REQUIRE_FALSE(changed.ok());
+    CHECK_THAT(std::string(changed.status().message()), Catch::Contains("op_fusion: cpu_op_factors: bad entry"));
+  }
+}
+
+TEST_CASE("op_fusion rejects cpu_op_factors on a GPU graph", "[op_fusion]") {
+  Fixture f;
+  f.Kernel(kMul, 10 * kUs);
+  f.Kernel(kAdd, 10 * kUs);
+  f.Finish();
+  absl::StatusOr<bool> changed = f.Run({{"cpu_op_factors", "0=0.5"}});
+  REQUIRE_FALSE(changed.ok());
+  CHECK_THAT(std::string(changed.status().message()), Catch::Contains("for CPU-only graphs"));
 }
 
 TEST_CASE("op_fusion knows elementwise kernels by function name", "[op_fusion]") {
