@@ -148,6 +148,7 @@ def interleaved(configs: Dict[str, Callable[[], None]], warmup: int, rounds: int
 
 
 CAPTURE_WAIT, CAPTURE_WARMUP = 10, 2  # daydream.Profiler's defaults: 10 steps timed without it, 2 discarded
+CAPTURE_TRIES = 3  # profile_steps' default: recorded again while the machine's speed moves
 
 
 # Steps a capture runs: CAPTURE_WAIT timed plain, CAPTURE_WARMUP, the
@@ -156,10 +157,33 @@ def capture_steps(active: int) -> int:
     return 2 * CAPTURE_WAIT + CAPTURE_WARMUP + active
 
 
-def capture(step: Callable[[], None], model: Any, optimizer: Any, active: int) -> Any:
+def capture(step: Callable[[], None], model: Any, optimizer: Any, active: int,
+            agree: Optional[Callable[[bool], bool]] = None) -> Any:
+    """The baseline recorded as daydream.predict(model) records it: again
+    (up to CAPTURE_TRIES captures) while the machine's speed moves."""
     from daydream.capture import profile_steps  # noqa: PLC0415
 
-    return profile_steps(step, CAPTURE_WARMUP, active, model=model, optimizer=optimizer, wait=CAPTURE_WAIT)
+    return profile_steps(step, CAPTURE_WARMUP, active, model=model, optimizer=optimizer, wait=CAPTURE_WAIT,
+                         tries=CAPTURE_TRIES, agree=agree)
+
+
+def any_rank(dist: Any, torch: Any) -> Callable[[bool], bool]:
+    """profile_steps' ``agree`` for the two ranks: whether either's capture
+    drifted (rank 1 passes False: it only runs the steps)."""
+    def agree(drifted: bool) -> bool:
+        flag = torch.tensor([1 if drifted else 0])
+        dist.all_reduce(flag, op=dist.ReduceOp.MAX)
+        return bool(flag.item())
+    return agree
+
+
+def mirror_capture(step: Callable[[], None], active: int, agree: Callable[[bool], bool]) -> None:
+    """Rank 1's side of rank 0's capture: the same steps, as many times."""
+    for _ in range(CAPTURE_TRIES):
+        for _ in range(capture_steps(active)):
+            step()
+        if not agree(False):
+            return
 
 
 def opt_value(prediction: Dict[str, Any], key: str) -> Optional[str]:
@@ -187,6 +211,7 @@ def predict(prof: Any, opt: str, options: Dict[str, Any]) -> Dict[str, Any]:
         "speedup": p.speedup,
         "notes": list(p.notes),
         "speed_drift": prof.speed_drift(),  # None, or how the plain steps moved around the recorded ones
+        "capture_tries": list(prof.capture_tries),  # per capture profile_steps made: how far the speed moved
         "plain_step_ms": {"before": prof.plain_step_ms, "after": prof.plain_step_after_ms},
         "predict_s": time.perf_counter() - t0,
         "overhead_fit": {k: getattr(prof.overhead, k, None)
@@ -360,10 +385,9 @@ def ddp_rank(rank: int, world: int, port: int, exp: str, name: str, a: argparse.
             net = measure_network(dist, torch, max(4 * MIB, int(2 * gmb * MIB)), a.net_repeats)
             times = interleaved(configs, a.warmup, a.rounds, a.steps, sync=lambda _n: dist.barrier())
             if rank == 0:
-                prof = capture(configs["baseline"], ddp_base, opt_base, a.active)
+                prof = capture(configs["baseline"], ddp_base, opt_base, a.active, agree=any_rank(dist, torch))
             else:
-                for _ in range(capture_steps(a.active)):
-                    configs["baseline"]()
+                mirror_capture(configs["baseline"], a.active, any_rank(dist, torch))
             dist.barrier()
             if rank == 0:
                 out = summarize(times, "baseline", "optimized")
@@ -618,10 +642,19 @@ def table(rows: List[Dict[str, Any]], meta: Dict[str, Any]) -> str:
                             if r.get("two_plain_processes") else ""))
     if extra:
         lines += ["", "Two-process runs:", ""] + extra
-    drifted = [r for r in rows if "skipped" not in r and r["prediction"].get("speed_drift")]
+    done = [r for r in rows if "skipped" not in r]
+    retried = [r for r in done if len(r["prediction"].get("capture_tries") or []) > 1]
+    if retried:
+        lines += ["", "Baselines recorded more than once (`daydream.capture.profile_steps` records again, up to "
+                  f"{CAPTURE_TRIES} captures, while the plain steps before and after the recorded ones are more "
+                  "than 15% apart; the speed change of each capture):", ""]
+        lines += [f"- {r['experiment']} on {r['model']}: "
+                  + ", ".join("?" if m is None else f"{100 * m:.0f}%" for m in r["prediction"]["capture_tries"])
+                  for r in retried]
+    drifted = [r for r in done if r["prediction"].get("speed_drift")]
     if drifted:
-        lines += ["", "Captures during which the machine's speed changed (the plain step before and after the "
-                  "recorded ones more than 15% apart; the prediction is of that moment):", ""]
+        lines += ["", "Captures during which the machine's speed changed in every try (the plain step before and "
+                  "after the recorded ones more than 15% apart; the prediction is of that moment):", ""]
         lines += [f"- {r['experiment']} on {r['model']}: {r['prediction']['plain_step_ms']['before']:.3f} ms before, "
                   f"{r['prediction']['plain_step_ms']['after']:.3f} ms after" for r in drifted]
     alternatives = [

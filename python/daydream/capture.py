@@ -204,6 +204,10 @@ class Profiler:
         #: :attr:`plain_step_times_ms`, whether the machine's speed held while
         #: recording (:meth:`speed_drift`).
         self.plain_step_times_after_ms: List[float] = []
+        #: Set by :func:`profile_steps`: per capture it made (this one among
+        #: them), how far the machine's speed moved while recording
+        #: (:meth:`speed_change`); more than one when it recorded again.
+        self.capture_tries: List[Optional[float]] = []
 
     # -- lifecycle ----------------------------------------------------------
     def start(self) -> "Profiler":
@@ -315,18 +319,39 @@ class Profiler:
         after = self.plain_step_times_after_ms
         return statistics.median(after) if after else None
 
+    def speed_change(self) -> Optional[float]:
+        """How far the median of the plain steps timed after the recorded
+        ones (:attr:`plain_step_times_after_ms`) is from the median of those
+        before (:attr:`plain_step_ms`), as a fraction of the smaller; None
+        without both."""
+        before, after_ms = self.plain_step_ms, self.plain_step_after_ms
+        if before is None or after_ms is None or min(before, after_ms) <= 0:
+            return None
+        return abs(after_ms - before) / min(after_ms, before)
+
+    def tries_note(self) -> Optional[str]:
+        """What :func:`profile_steps` did when it recorded more than once;
+        None when it recorded once."""
+        if len(self.capture_tries) < 2:
+            return None
+        moved = ", ".join("?" if m is None else f"{100 * m:.0f}%" for m in self.capture_tries)
+        this = self.speed_change()
+        return (f"recorded {len(self.capture_tries)} times because the machine's speed changed while recording "
+                f"(plain steps before and after the recorded ones apart by {moved}); this capture's moved "
+                f"{'?' if this is None else f'{100 * this:.0f}%'}")
+
     def speed_drift(self, threshold: float = 0.15) -> Optional[str]:
         """A note when the plain steps timed after the recorded ones
         (:attr:`plain_step_times_after_ms`) have a median more than
         ``threshold`` away from those before (:attr:`plain_step_ms`), as a
-        fraction of the smaller: the machine's speed changed while recording,
-        so the recorded op times are of a faster or slower moment than the
-        steps around them. None when it held, or without both."""
+        fraction of the smaller (:meth:`speed_change`): the machine's speed
+        changed while recording, so the recorded op times are of a faster or
+        slower moment than the steps around them. None when it held, or
+        without both."""
+        change = self.speed_change()
+        if change is None or change <= threshold:
+            return None
         before, after_ms = self.plain_step_ms, self.plain_step_after_ms
-        if before is None or after_ms is None:
-            return None
-        if abs(after_ms - before) <= threshold * min(after_ms, before):
-            return None
         return (f"the machine's speed changed while daydream.Profiler recorded: the step timed without the "
                 f"profiler took {before:.3f} ms (median of {len(self.plain_step_times_ms)}) before the recorded "
                 f"steps and {after_ms:.3f} ms (median of {len(self.plain_step_times_after_ms)}) after them; the recorded op times, and so "
@@ -514,9 +539,39 @@ def profile(
 
 
 def profile_steps(step: Callable[[], Any], warmup: int, active: int, model: Any = None,
-                  optimizer: Any = None, wait: int = 10) -> "Profiler":
-    """Runs ``wait + warmup + active`` calls of ``step`` under a :class:`Profiler` and
-    returns it: its graph's trace file lives as long as it does."""
+                  optimizer: Any = None, wait: int = 10, tries: int = 3,
+                  agree: Optional[Callable[[bool], bool]] = None) -> "Profiler":
+    """Runs ``wait + warmup + active`` calls of ``step`` under a :class:`Profiler`,
+    then ``wait`` more timed plain, and returns it: its graph's trace file
+    lives as long as it does.
+
+    When the machine's speed changed while it recorded
+    (:meth:`Profiler.speed_drift`: the plain steps before and after more
+    than 15% apart), it records again, up to ``tries`` captures in all, and
+    returns the first whose speed held, else the one whose speed moved
+    least; :attr:`Profiler.capture_tries` lists how far each capture's speed
+    moved. ``agree``, for a job whose ranks each run the same steps, is
+    called after every capture with whether this rank's drifted and returns
+    whether any rank's did (an all-reduce), so that they record again
+    together."""
+    best: Optional[Profiler] = None
+    moved: List[Optional[float]] = []
+    for _ in range(max(1, tries)):
+        prof = _profile_once(step, warmup, active, model, optimizer, wait)
+        moved.append(prof.speed_change())
+        drifted = prof.speed_drift() is not None
+        if agree is not None:
+            drifted = bool(agree(drifted))
+        if best is None or not drifted or (prof.speed_change() or 0.0) < (best.speed_change() or 0.0):
+            best = prof
+        if not drifted:
+            break
+    best.capture_tries = moved
+    return best
+
+
+def _profile_once(step: Callable[[], Any], warmup: int, active: int, model: Any, optimizer: Any,
+                  wait: int) -> "Profiler":
     prof = Profiler(wait=wait, warmup=warmup, active=active, model=model, optimizer=optimizer)
     with prof:
         for _ in range(wait + warmup + active):

@@ -472,8 +472,8 @@ def predict(
     recorded = _baseline(subject, inputs, target, loss_fn, optimizer, warmup, active)
     graph = recorded if isinstance(recorded, Graph) else recorded.graph
     model = subject if _is_module(subject) else getattr(recorded, "model", None)
-    drift = recorded.speed_drift() if hasattr(recorded, "speed_drift") else None
-    calibration_notes = ([drift] if drift else []) + _overhead_notes(graph, getattr(recorded, "overhead", None))
+    capture = [recorded.speed_drift(), recorded.tries_note()] if hasattr(recorded, "speed_drift") else []
+    calibration_notes = [n for n in capture if n] + _overhead_notes(graph, getattr(recorded, "overhead", None))
     calibration_notes += _calibrate(
         graph, requests, model, getattr(recorded, "optimizer", None), getattr(recorded, "model_inputs", None),
         getattr(recorded, "plain_step_times_ms", ()), getattr(recorded, "model_input_values", None))

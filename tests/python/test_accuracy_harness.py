@@ -81,19 +81,23 @@ def test_job_spread_reads_the_same_ddp_step_measured_by_separate_jobs():
 def test_table_lists_the_captures_during_which_the_machines_speed_changed():
     run = load_run()
 
-    def row(model, drift):
+    def row(model, drift, tries=(0.05,)):
         return {"experiment": "amp", "model": model, "config": {}, "within_noise": False, "predicted_ms": 1.0,
                 "measured_ms": 1.0, "error_pct": 0.0, "optimized": {"median_ms": 1.0, "p10_ms": 0.9, "p90_ms": 1.1},
                 "baseline": {"median_ms": 2.0}, "predicted_speedup": 2.0, "measured_speedup": 2.0,
                 "noise_pct": 1.0, "error_direct_pct": 0.0, "error_additive_pct": 0.0,
                 "baseline_replay_error_pct": 0.0,
                 "prediction": {"raw_predicted_ms": 1.0, "speed_drift": "changed" if drift else None,
+                               "capture_tries": list(tries),
                                "plain_step_ms": {"before": 2.0, "after": 3.0 if drift else 2.1}}}
 
-    rows = [row("mlp", False), row("cnn", True)]
+    rows = [row("mlp", False), row("cnn", True, (0.6, 0.4, 0.5)), row("transformer", False, (0.3, 0.05))]
     meta = {"command": "`run.py`", "machine": "test", "torch": "x", "threads": 1, "rounds": 1, "steps": 1,
             "wall_s": 60.0, "loadavg_1min": {"start": 0.0, "end": 0.0}, "summary": run.summary(rows)}
     text = run.table(rows, meta)
     assert "Captures during which the machine's speed changed" in text
     assert "- amp on cnn: 2.000 ms before, 3.000 ms after" in text
-    assert "amp on mlp:" not in text
+    assert "amp on mlp:" not in text and "amp on transformer: 2.000 ms" not in text
+    # Recorded again: every try's speed change, the rows recorded once not listed.
+    assert "Baselines recorded more than once" in text
+    assert "- amp on cnn: 60%, 40%, 50%" in text and "- amp on transformer: 30%, 5%" in text

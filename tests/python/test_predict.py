@@ -168,6 +168,36 @@ def test_profile_steps_times_as_many_plain_steps_after_the_recorded_ones_as_befo
     assert all(t > 0 for t in prof.plain_step_times_after_ms)
 
 
+def test_profile_steps_records_again_while_the_machines_speed_moves() -> None:
+    import time
+
+    from daydream.capture import profile_steps
+
+    calls = []
+
+    def step(slow_calls=range(6, 10)):  # noqa: ANN001, ANN202 - the first capture's plain steps after: 2x slower
+        time.sleep(0.010 if len(calls) in slow_calls else 0.005)
+        calls.append(torch.ones(4).sum())
+
+    # One capture is wait + warmup + active + wait calls: 4 + 1 + 1 + 4.
+    prof = profile_steps(step, 1, 1, wait=4)
+    assert len(calls) == 20 and len(prof.capture_tries) == 2
+    assert prof.capture_tries[0] > 0.5 and prof.capture_tries[1] < 0.15
+    assert prof.speed_drift() is None and prof.speed_change() == prof.capture_tries[1]
+    assert "recorded 2 times because the machine's speed changed" in prof.tries_note()
+    # tries=1: the drifted capture is kept, and says so.
+    calls.clear()
+    once = profile_steps(step, 1, 1, wait=4, tries=1)
+    assert len(calls) == 10 and once.speed_drift() is not None and once.tries_note() is None
+    # agree (a job's ranks): recorded again while any rank drifted; the capture that moved least is kept.
+    calls.clear()
+    votes = []
+    kept = profile_steps(lambda: step(slow_calls=range(16, 20)), 1, 1, wait=4, tries=3,
+                         agree=lambda drifted: votes.append(drifted) or True)
+    assert len(calls) == 30 and len(votes) == 3 and votes[1]  # the second capture drifted on this rank
+    assert kept.speed_change() == min(kept.capture_tries)
+
+
 def test_predict_says_when_the_machines_speed_changed_while_recording() -> None:
     model = build("mlp")
     prof = _profiled(model, torch.optim.SGD(model.parameters(), lr=0.01), with_optimizer=False)
