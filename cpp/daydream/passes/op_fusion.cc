@@ -132,7 +132,8 @@ std::string UnmodelledNorms(const Graph& g) {
                 iterations == 1 ? " iteration" : " iterations", " (batch, layer or group norm; ",
                 Fixed(NsToMs(total) / static_cast<double>(iterations), 3),
                 " ms per iteration), which torch.compile's inductor turns into generated kernels fused with "
-                "their neighbours");
+                "their neighbours (daydream.predict of a model times its compiled forward and backward instead: "
+                "cpu_op_factors)");
 }
 
 // One chain to fuse: its members on one resource in order, and for GPU
