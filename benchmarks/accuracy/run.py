@@ -411,7 +411,8 @@ def ddp_rank(rank: int, world: int, port: int, exp: str, name: str, a: argparse.
         else:
             raise ValueError(exp)
         if rank == 0:
-            Path(out_path).write_text(json.dumps(out))
+            Path(out_path + ".tmp").write_text(json.dumps(out))
+            os.replace(out_path + ".tmp", out_path)  # whole or absent: two_process reads it after a teardown abort
     finally:
         dist.destroy_process_group()
 
@@ -432,7 +433,19 @@ def two_process(exp: str, name: str, a: argparse.Namespace) -> Dict[str, Any]:
 
     with tempfile.TemporaryDirectory(prefix="dd-accuracy-") as d:
         path = os.path.join(d, "rank0.json")
-        mp.spawn(ddp_rank, args=(2, free_port(), exp, name, a, path), nprocs=2, join=True)
+        try:
+            mp.spawn(ddp_rank, args=(2, free_port(), exp, name, a, path), nprocs=2, join=True)
+        except mp.ProcessExitedException as e:
+            # Rank 0 writes its row after the last barrier: with the row
+            # there, every measurement and collective had finished, and what
+            # failed was gloo's teardown (a rank that destroys the group while
+            # its peer still closes the last barrier can abort, "terminate
+            # called without an active exception").
+            if not os.path.exists(path):
+                raise
+            row = json.loads(Path(path).read_text())
+            row["teardown_failure"] = str(e)[:200]
+            return row
         return json.loads(Path(path).read_text())
 
 

@@ -101,3 +101,28 @@ def test_table_lists_the_captures_during_which_the_machines_speed_changed():
     # Recorded again: every try's speed change, the rows recorded once not listed.
     assert "Baselines recorded more than once" in text
     assert "- amp on cnn: 60%, 40%, 50%" in text and "- amp on transformer: 30%, 5%" in text
+
+
+def test_a_two_process_row_survives_an_abort_in_gloos_teardown_once_rank_0_wrote_it(monkeypatch):
+    import json
+
+    import pytest
+
+    torch_mp = pytest.importorskip("torch.multiprocessing")
+    run = load_run()
+
+    def spawn(fn, args, nprocs, join, write=True):
+        path = args[-1]
+        if write:
+            with open(path, "w") as f:
+                json.dump({"measured": 1}, f)
+        raise torch_mp.ProcessExitedException("process 1 terminated with signal SIGABRT", error_index=1,
+                                              error_pid=7, exit_code=-6, signal_name="SIGABRT")
+
+    monkeypatch.setattr(torch_mp, "spawn", spawn)
+    row = run.two_process("data_parallel", "mlp", None)
+    assert row["measured"] == 1 and "SIGABRT" in row["teardown_failure"]
+    # Without rank 0's row the abort came before the measurements ended: the row fails.
+    monkeypatch.setattr(torch_mp, "spawn", lambda *a, **k: spawn(*a, **k, write=False))
+    with pytest.raises(torch_mp.ProcessExitedException):
+        run.two_process("data_parallel", "mlp", None)
