@@ -351,6 +351,18 @@ def test_amp_cpu_phase_times_replay_what_autocast_would_run_in_each_phase() -> N
         calibrate.amp_cpu_phase_times(model, inputs, repeats=3, max_bytes=1 << 10)
 
 
+def test_a_forward_logged_under_autocast_is_replayed_under_it() -> None:
+    torch = pytest.importorskip("torch")
+    seen = []
+
+    def probe():  # noqa: ANN202
+        seen.append((torch.is_autocast_enabled("cpu"), torch.get_autocast_dtype("cpu"), torch.is_grad_enabled()))
+
+    calibrate._replay([probe], autocast=True)()
+    calibrate._replay([probe], autocast=False)()
+    assert seen == [(True, torch.bfloat16, False), (False, seen[1][1], False)]
+
+
 def test_amp_cpu_phase_times_of_a_model_fake_tensors_cannot_run_is_an_error() -> None:
     torch = pytest.importorskip("torch")
 
