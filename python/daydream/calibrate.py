@@ -557,16 +557,22 @@ def compile_cpu_phase_times(model: Any, inputs: Sequence[Any], repeats: int = 5,
         torch.autograd.backward(outs, grads)
         return t1 - t0, time.perf_counter() - t2
 
+    def first_lines(e: Exception) -> str:
+        lines = [line.strip() for line in str(e).splitlines() if line.strip()]
+        return f"{type(e).__name__}: {' '.join(lines[:2])[:300]}"
+
+    try:
+        for _ in range(3):
+            step(eager)
+    except Exception as e:  # noqa: BLE001 - a model that does not run on these inputs as they are
+        raise DaydreamError(f"{who}: {name} does not run on the recorded inputs "
+                            f"({len(xs)} positional tensors): {first_lines(e)}") from e
     try:
         for _ in range(3):
             step(compiled)
     except Exception as e:  # noqa: BLE001 - any compile failure is the reason
-        lines = [line.strip() for line in str(e).splitlines() if line.strip()]
         how = backend if isinstance(backend, str) else getattr(backend, "__name__", "?")
-        raise DaydreamError(f"{who}: torch.compile(backend={how!r}) of {name} failed: "
-                            f"{type(e).__name__}: {' '.join(lines[:2])[:300]}") from e
-    for _ in range(3):
-        step(eager)
+        raise DaydreamError(f"{who}: torch.compile(backend={how!r}) of {name} failed: {first_lines(e)}") from e
     t0 = time.perf_counter()
     step(eager)
     steps = max(3, min(50, int(round_s / max(time.perf_counter() - t0, 1e-6))))

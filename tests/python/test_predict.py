@@ -345,8 +345,9 @@ def test_compile_cpu_phase_times_time_each_phase_of_both_copies_and_leave_the_mo
     times = calibrate.compile_cpu_phase_times(model, [x], repeats=3, backend=_slow_forward_backend)
     assert set(times) == {"forward", "backward"}
     (fwd_compiled, fwd_eager), (bwd_compiled, bwd_eager) = times["forward"], times["backward"]
-    assert 2.8 <= fwd_compiled - fwd_eager < 5.0  # the backend's 3 ms (and its Python) land in the forward only
-    assert abs(bwd_compiled - bwd_eager) < 1.5
+    # The backend's 3 ms (at least: a sleep) land in the forward, not in the backward.
+    assert fwd_compiled - fwd_eager >= 2.8
+    assert abs(bwd_compiled - bwd_eager) < (fwd_compiled - fwd_eager) / 2
     # The model itself was not run: its batch-norm statistics and gradients are as they were.
     assert all(torch.equal(v, state[k]) for k, v in model.state_dict().items())
     assert all(p.grad is None for p in model.parameters())
@@ -365,6 +366,9 @@ def test_compile_cpu_phase_times_name_a_compile_failure() -> None:
     with pytest.raises(daydream.DaydreamError,
                        match=r"torch.compile\(backend='broken'\) of Sequential failed: .*no compiler here"):
         calibrate.compile_cpu_phase_times(build("mlp"), [((4, 64), torch.float32)], repeats=1, backend=broken)
+    # A model that does not run on the inputs at all is not blamed on the compiler.
+    with pytest.raises(daydream.DaydreamError, match=r"Sequential does not run on the recorded inputs \(1 positional"):
+        calibrate.compile_cpu_phase_times(build("mlp"), [((4, 63), torch.float32)], repeats=1, backend=broken)
 
 
 def test_op_fusion_of_a_known_model_spreads_its_compiled_phases_over_the_graph(monkeypatch) -> None:
@@ -381,7 +385,7 @@ def test_op_fusion_of_a_known_model_spreads_its_compiled_phases_over_the_graph(m
     assert "cpu_op_factors=" in pred.opts[0]
     assert any("compile_cpu_phase_times" in n for n in pred.notes), pred.notes
     assert any("forward/backward CPU ops at their measured factors" in n for n in pred.notes), pred.notes
-    assert pred.predicted_ms - pred.replayed_ms == pytest.approx(3.0, abs=1.0)  # the backend's 3 ms a forward
+    assert pred.predicted_ms - pred.replayed_ms >= 2.5  # the backend's 3 ms (at least) a forward
     # Without the model (a graph), or when compilation fails: the chain model.
     assert "cpu_op_factors" not in daydream.predict(prof.graph, opt="op_fusion").opts[0]
 
