@@ -560,10 +560,15 @@ def run_one(exp: str, name: str, a: argparse.Namespace) -> Dict[str, Any]:
         try:
             proc = subprocess.run(cmd, capture_output=True, text=True, timeout=limit, cwd=ROOT,
                                   env={**os.environ, **MALLOC_ENV[a.malloc]})
-        except subprocess.TimeoutExpired:
+        except subprocess.TimeoutExpired as e:
             reason = (f"torch.compile and the timed steps did not finish within {limit:.0f} s"
                       if exp == "op_fusion" else f"did not finish within {limit:.0f} s")
-            return {"skipped": reason, "wall_s": time.perf_counter() - t0}
+            # What the child had written by then (a rank's error before the
+            # other waited forever in a collective, say).
+            partial = e.stderr.decode(errors="replace") if isinstance(e.stderr, bytes) else (e.stderr or "")
+            said = failure_reason(partial)
+            return {"skipped": reason + (f" (last on stderr: {said})" if said else ""),
+                    "wall_s": time.perf_counter() - t0}
         wall = time.perf_counter() - t0
         if proc.returncode != 0 or not os.path.exists(out):
             return {"skipped": f"failed (exit {proc.returncode}): {failure_reason(proc.stderr)}", "wall_s": wall}

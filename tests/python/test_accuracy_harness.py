@@ -126,3 +126,19 @@ def test_a_two_process_row_survives_an_abort_in_gloos_teardown_once_rank_0_wrote
     monkeypatch.setattr(torch_mp, "spawn", lambda *a, **k: spawn(*a, **k, write=False))
     with pytest.raises(torch_mp.ProcessExitedException):
         run.two_process("data_parallel", "mlp", None)
+
+
+def test_a_row_that_times_out_says_what_its_child_last_wrote(monkeypatch):
+    import argparse
+    import subprocess
+
+    run = load_run()
+
+    def timeout(cmd, **kwargs):
+        raise subprocess.TimeoutExpired(cmd, kwargs["timeout"], stderr=b"USDT: x\nRuntimeError: rank 0 gave up\n")
+
+    monkeypatch.setattr(run.subprocess, "run", timeout)
+    a = argparse.Namespace(timeout=300.0, compile_limit=120.0, steps=1, rounds=1, warmup=1, active=1, threads=1,
+                           net_repeats=1, save_traces=None, malloc="steady")
+    row = run.run_one("tensor_fusion", "mlp", a)
+    assert row["skipped"] == "did not finish within 300 s (last on stderr: RuntimeError: rank 0 gave up)"
