@@ -508,8 +508,9 @@ def compile_cpu_phase_times(model: Any, inputs: Sequence[Any], repeats: int = 5,
     elementwise ops), the framework's Python and autograd nodes it removes,
     and the guards and calls it adds. The model itself is not run or changed.
 
-    Raises DaydreamError when the model cannot be copied, torch.compile fails
-    on it, or the two copies would take more than ``max_bytes``.
+    Raises DaydreamError when the model is already compiled, cannot be
+    copied or run on ``inputs``, torch.compile fails on it, or the two copies
+    would take more than ``max_bytes``.
 
     Example::
 
@@ -523,6 +524,9 @@ def compile_cpu_phase_times(model: Any, inputs: Sequence[Any], repeats: int = 5,
 
     who = "compile_cpu_phase_times"
     name = type(model).__name__
+    if type(model).__name__ == "OptimizedModule" and hasattr(model, "_orig_mod"):  # what torch.compile returns
+        raise DaydreamError(f"{who}: the model is already compiled (torch.compile of "
+                            f"{type(model._orig_mod).__name__}): the recorded step ran its compiled code")
     nbytes = sum(t.numel() * t.element_size() for t in (*model.parameters(), *model.buffers()))
     if 2 * nbytes > max_bytes:
         raise DaydreamError(f"{who}: two copies of {name} would take {2 * nbytes / 2**30:.1f} GiB "

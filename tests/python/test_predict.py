@@ -366,6 +366,10 @@ def test_compile_cpu_phase_times_name_a_compile_failure() -> None:
     with pytest.raises(daydream.DaydreamError,
                        match=r"torch.compile\(backend='broken'\) of Sequential failed: .*no compiler here"):
         calibrate.compile_cpu_phase_times(build("mlp"), [((4, 64), torch.float32)], repeats=1, backend=broken)
+    # A model compiled already: the recorded step was compiled, nothing to time.
+    with pytest.raises(daydream.DaydreamError, match=r"already compiled \(torch.compile of Sequential\)"):
+        calibrate.compile_cpu_phase_times(torch.compile(build("mlp"), backend="eager"), [((4, 64), torch.float32)],
+                                          repeats=1)
     # A model that does not run on the inputs at all is not blamed on the compiler.
     with pytest.raises(daydream.DaydreamError, match=r"Sequential does not run on the recorded inputs \(1 positional"):
         calibrate.compile_cpu_phase_times(build("mlp"), [((4, 63), torch.float32)], repeats=1, backend=broken)
