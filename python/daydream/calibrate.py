@@ -523,10 +523,19 @@ def compile_cpu_phase_times(model: Any, inputs: Sequence[Any], repeats: int = 5,
     from torch.utils._pytree import tree_leaves  # noqa: PLC0415
 
     who = "compile_cpu_phase_times"
+    # A (Distributed)DataParallel wrapper: its module is what compiles, and a
+    # copy of the wrapper would run collectives on this rank alone.
+    if type(model).__name__ in ("DistributedDataParallel", "DataParallel") and hasattr(model, "module"):
+        model = model.module
     name = type(model).__name__
     if type(model).__name__ == "OptimizedModule" and hasattr(model, "_orig_mod"):  # what torch.compile returns
         raise DaydreamError(f"{who}: the model is already compiled (torch.compile of "
                             f"{type(model._orig_mod).__name__}): the recorded step ran its compiled code")
+    compiled_parts = [n or name for n, m in model.named_modules()
+                      if getattr(m, "_compiled_call_impl", None) is not None]  # Module.compile()
+    if compiled_parts:
+        raise DaydreamError(f"{who}: {name} is already compiled in part ({', '.join(compiled_parts[:3])} by "
+                            "Module.compile()): the recorded step ran its compiled code")
     nbytes = sum(t.numel() * t.element_size() for t in (*model.parameters(), *model.buffers()))
     if 2 * nbytes > max_bytes:
         raise DaydreamError(f"{who}: two copies of {name} would take {2 * nbytes / 2**30:.1f} GiB "
@@ -540,7 +549,7 @@ def compile_cpu_phase_times(model: Any, inputs: Sequence[Any], repeats: int = 5,
 
     def tensor(spec: Any) -> Any:
         if isinstance(spec, torch.Tensor):
-            return spec.detach()
+            return spec.detach().clone()  # a model that changes its input in place leaves the batch alone
         shape, dtype = spec
         return (torch.empty(shape, dtype=dtype).uniform_(0.5, 1.0, generator=gen) if dtype.is_floating_point
                 else torch.zeros(shape, dtype=dtype))
@@ -561,6 +570,15 @@ def compile_cpu_phase_times(model: Any, inputs: Sequence[Any], repeats: int = 5,
         torch.autograd.backward(outs, grads)
         return t1 - t0, time.perf_counter() - t2
 
+    with torch.random.fork_rng(devices=[]):  # dropout in the copies leaves the caller's random state alone
+        return _time_compiled_phases(step, eager, compiled, backend, repeats, round_s, who, name, len(xs))
+
+
+def _time_compiled_phases(step: Callable[[Any], Tuple[float, Optional[float]]], eager: Any, compiled: Any,
+                          backend: Any, repeats: int, round_s: float, who: str, name: str,
+                          num_inputs: int) -> Dict[str, Tuple[float, float]]:
+    """compile_cpu_phase_times' warm-up and timing of its two copies."""
+
     def first_lines(e: Exception) -> str:
         lines = [line.strip() for line in str(e).splitlines() if line.strip()]
         return f"{type(e).__name__}: {' '.join(lines[:2])[:300]}"
@@ -570,7 +588,7 @@ def compile_cpu_phase_times(model: Any, inputs: Sequence[Any], repeats: int = 5,
             step(eager)
     except Exception as e:  # noqa: BLE001 - a model that does not run on these inputs as they are
         raise DaydreamError(f"{who}: {name} does not run on the recorded inputs "
-                            f"({len(xs)} positional tensors): {first_lines(e)}") from e
+                            f"({num_inputs} positional tensors): {first_lines(e)}") from e
     try:
         for _ in range(3):
             step(compiled)

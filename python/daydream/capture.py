@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import math
 import os
 import shutil
 import statistics
@@ -337,8 +338,8 @@ class Profiler:
         moved = ", ".join("?" if m is None else f"{100 * m:.0f}%" for m in self.capture_tries)
         this = self.speed_change()
         return (f"recorded {len(self.capture_tries)} times because the machine's speed changed while recording "
-                f"(plain steps before and after the recorded ones apart by {moved}); this capture's moved "
-                f"{'?' if this is None else f'{100 * this:.0f}%'}")
+                f"(the plain steps before and after the recorded ones more than 15% apart, here or, in a job, on "
+                f"another rank; here {moved}); this capture's moved {'?' if this is None else f'{100 * this:.0f}%'}")
 
     def speed_drift(self, threshold: float = 0.15) -> Optional[str]:
         """A note when the plain steps timed after the recorded ones
@@ -562,12 +563,18 @@ def profile_steps(step: Callable[[], Any], warmup: int, active: int, model: Any 
         drifted = prof.speed_drift() is not None
         if agree is not None:
             drifted = bool(agree(drifted))
-        if best is None or not drifted or (prof.speed_change() or 0.0) < (best.speed_change() or 0.0):
+        if best is None or not drifted or _moved(prof) < _moved(best):
             best = prof
         if not drifted:
             break
     best.capture_tries = moved
     return best
+
+
+def _moved(prof: "Profiler") -> float:
+    """How far a capture's speed moved; unknown counts as most."""
+    change = prof.speed_change()
+    return math.inf if change is None else change
 
 
 def _profile_once(step: Callable[[], Any], warmup: int, active: int, model: Any, optimizer: Any,

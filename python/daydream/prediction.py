@@ -193,6 +193,11 @@ class Prediction:
                 + (f"<ul>{notes}</ul>" if notes else ""))
 
 
+# The least a phase's ops keep of their time when a measured change is spread
+# over them (a change larger than their time came from what lies between them).
+_MIN_PHASE_FACTOR = 0.05
+
+
 def _spread_phase_change(graph: Graph, times: Dict[str, Tuple[float, float]], given: Dict[str, str]) -> str:
     """Each phase's measured change, ``times[phase]`` = (new ms, recorded ms)
     of its replayed ops, spread over the graph's CPU ops of that phase in
@@ -213,10 +218,14 @@ def _spread_phase_change(graph: Graph, times: Dict[str, Tuple[float, float]], gi
         graph_ms = sum(ns for _, ns in ops[phase]) / 1e6 / iterations
         if graph_ms <= 0:
             continue
-        factor = max(0.05, 1 + (new_ms - old_ms) / graph_ms)
+        wanted = 1 + (new_ms - old_ms) / graph_ms
+        factor = max(_MIN_PHASE_FACTOR, wanted)
         events.update((event, factor) for event, _ in ops[phase])
+        capped = (f"; capped at x{_MIN_PHASE_FACTOR:g}: {(factor - wanted) * graph_ms:.3f} ms of the saving is not "
+                  "applied (it exceeds the ops' time: the Python between them, which stays, went too)"
+                  if factor > wanted else "")
         parts.append(f"the {phase} {old_ms:.3f} -> {new_ms:.3f} ms ({new_ms - old_ms:+.3f} ms on its "
-                     f"{graph_ms:.3f} ms of ops per iteration, x{factor:.3f})")
+                     f"{graph_ms:.3f} ms of ops per iteration, x{factor:.3f}{capped})")
     if not events:
         return ""
     given["cpu_op_factors"] = calibrate.format_op_factors(events)
@@ -270,8 +279,8 @@ def _calibrate_op_fusion_cpu(graph: Graph, given: Dict[str, str], model: Any = N
     (a Profiler given ``model=``): its forward and backward timed on this CPU
     eager and under torch.compile; each phase's change in milliseconds is
     spread over the graph's ops of that phase (``cpu_op_factors``). Without
-    them, or when compilation fails, the pass's chain model (the note says
-    why)."""
+    them, the pass's chain model (no note: the pass's own says what it did);
+    when the measurement fails, the same, and the note says why."""
     from . import calibrate  # noqa: PLC0415 - needs torch
 
     if model is None or not inputs:

@@ -142,3 +142,33 @@ def test_a_row_that_times_out_says_what_its_child_last_wrote(monkeypatch):
                            net_repeats=1, save_traces=None, malloc="steady")
     row = run.run_one("tensor_fusion", "mlp", a)
     assert row["skipped"] == "did not finish within 300 s (last on stderr: RuntimeError: rank 0 gave up)"
+
+
+def test_rank_1_mirrors_rank_0s_captures_step_for_step():
+    import pytest
+
+    pytest.importorskip("torch")
+    import torch
+
+    run = load_run()
+    for decisions in ([False], [True, False], [True, True, True]):
+        counts = {"rank0": 0, "rank1": 0}
+        votes = {"rank0": [], "rank1": []}
+
+        def stepper(rank):
+            def step():
+                counts[rank] += 1
+                torch.ones(4).sum()
+            return step
+
+        def agree(rank):
+            def decide(drifted):
+                votes[rank].append(drifted)
+                return decisions[len(votes[rank]) - 1]  # what the all-reduce of every rank's vote says
+            return decide
+
+        prof = run.capture(stepper("rank0"), None, None, 1, agree=agree("rank0"))
+        run.mirror_capture(stepper("rank1"), 1, agree("rank1"))
+        assert counts["rank0"] == counts["rank1"] == len(decisions) * run.capture_steps(1), decisions
+        assert len(votes["rank0"]) == len(votes["rank1"]) == len(decisions)
+        assert len(prof.capture_tries) == len(decisions)

@@ -176,7 +176,7 @@ def test_profile_steps_records_again_while_the_machines_speed_moves() -> None:
     calls = []
 
     def step(slow_calls=range(6, 10)):  # noqa: ANN001, ANN202 - the first capture's plain steps after: 2x slower
-        time.sleep(0.010 if len(calls) in slow_calls else 0.005)
+        time.sleep(0.015 if len(calls) in slow_calls else 0.005)
         calls.append(torch.ones(4).sum())
 
     # One capture is wait + warmup + active + wait calls: 4 + 1 + 1 + 4.
@@ -351,6 +351,17 @@ def test_compile_cpu_phase_times_time_each_phase_of_both_copies_and_leave_the_mo
     # The model itself was not run: its batch-norm statistics and gradients are as they were.
     assert all(torch.equal(v, state[k]) for k, v in model.state_dict().items())
     assert all(p.grad is None for p in model.parameters())
+    # The batch is not changed by a model that writes into its input.
+    class InPlace(nn.Module):
+        def forward(self, x):  # noqa: ANN001, ANN202
+            return x.mul_(2.0).sum()
+
+    batch = torch.ones(4)
+    calibrate.compile_cpu_phase_times(InPlace(), [batch], repeats=1, backend="eager")
+    assert torch.equal(batch, torch.ones(4))
+    # A DataParallel wrapper: its module is timed (a DDP copy would run collectives on one rank).
+    assert set(calibrate.compile_cpu_phase_times(nn.DataParallel(build("mlp")), [((4, 64), torch.float32)],
+                                                 repeats=1, backend="eager")) == {"forward", "backward"}
     # (shape, dtype) pairs instead of the batch; a forward-only model has no backward.
     frozen = build("mlp").requires_grad_(False)
     only = calibrate.compile_cpu_phase_times(frozen, [((4, 64), torch.float32)], repeats=1, backend="eager")
@@ -370,6 +381,10 @@ def test_compile_cpu_phase_times_name_a_compile_failure() -> None:
     with pytest.raises(daydream.DaydreamError, match=r"already compiled \(torch.compile of Sequential\)"):
         calibrate.compile_cpu_phase_times(torch.compile(build("mlp"), backend="eager"), [((4, 64), torch.float32)],
                                           repeats=1)
+    part = build("mlp")
+    part[0].compile(backend="eager")
+    with pytest.raises(daydream.DaydreamError, match=r"Sequential is already compiled in part \(0 by Module.compile"):
+        calibrate.compile_cpu_phase_times(part, [((4, 64), torch.float32)], repeats=1)
     # A model that does not run on the inputs at all is not blamed on the compiler.
     with pytest.raises(daydream.DaydreamError, match=r"Sequential does not run on the recorded inputs \(1 positional"):
         calibrate.compile_cpu_phase_times(build("mlp"), [((4, 63), torch.float32)], repeats=1, backend=broken)
@@ -395,6 +410,11 @@ def test_op_fusion_of_a_known_model_spreads_its_compiled_phases_over_the_graph(m
 
     def fails(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
         raise daydream.DaydreamError("compile_cpu_phase_times: torch.compile(backend='inductor') of X failed: boom")
+
+    # A saving larger than the phase's ops: capped, and the note says how much is left out.
+    monkeypatch.setattr(calibrate, "compile_cpu_phase_times", lambda *a, **k: {"forward": (0.0, 100.0)})
+    pred = daydream.predict(prof, opt="op_fusion")
+    assert any("capped at x0.05" in n and "of the saving is not applied" in n for n in pred.notes), pred.notes
 
     monkeypatch.setattr(calibrate, "compile_cpu_phase_times", fails)
     pred = daydream.predict(prof, opt="op_fusion")

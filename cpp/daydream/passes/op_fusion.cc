@@ -359,9 +359,11 @@ class OpFusionPass : public Pass {
       return false;
     }
     DD_RETURN_IF_ERROR(editor.Commit());
+    const size_t iterations = std::max<size_t>(1, graph.iterations.size());
     context.Note(StrCat("op_fusion: ", count, " forward/backward CPU ops at their measured factors (cpu_op_factors): ",
-                        Fixed(NsToMs(before_ns), 3), " -> ", Fixed(NsToMs(after_ns), 3),
-                        " ms; framework gaps, the optimizer step and everything outside the compiled phases "
+                        Fixed(NsToMs(before_ns), 3), " -> ", Fixed(NsToMs(after_ns), 3), " ms in ", iterations,
+                        iterations == 1 ? " iteration" : " iterations",
+                        "; framework gaps, the optimizer step and everything outside the compiled phases "
                         "unchanged"));
     return true;
   }
