@@ -152,9 +152,8 @@ class AmpPass : public Pass {
     for (size_t i = 0; i < graph.tasks.size(); ++i) {
       const Task& t = graph.tasks[i];
       if (t.kind != TaskKind::kCpuOp || t.phase == Phase::kOptimizer) continue;
-      const auto it = t.trace_event >= 0 ? measured.find(t.trace_event) : measured.end();
-      if (it != measured.end()) {
-        ops.push_back({static_cast<int32_t>(i), it->second, true});
+      if (const double* f = EventFactorOf(measured, t)) {
+        ops.push_back({static_cast<int32_t>(i), *f, true});
         ++num_measured;
       } else if (IsCpuAutocastOp(graph.Str(t.name))) {
         ops.push_back({static_cast<int32_t>(i), factor, false});

@@ -83,9 +83,8 @@ class BatchSizePass : public Pass {
         f = BatchTimeFactor(task.duration_ns, factor, gpu_saturation);
       } else if (compute_phase && task.kind == TaskKind::kCpuOp && !gpu) {
         tally = &cpu_ops;
-        const auto it = task.trace_event >= 0 ? measured.find(task.trace_event) : measured.end();
-        if (it != measured.end()) {
-          f = it->second;
+        if (const double* m = EventFactorOf(measured, task)) {
+          f = *m;
           ++num_measured;
         } else {
           f = cpu_fixed > 0 ? FixedCostTimeFactor(task.duration_ns, factor, cpu_fixed)

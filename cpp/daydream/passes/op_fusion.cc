@@ -341,11 +341,11 @@ class OpFusionPass : public Pass {
     for (size_t i = 0; i < graph.tasks.size(); ++i) {
       const Task& t = graph.tasks[i];
       if (t.kind != TaskKind::kCpuOp || (t.phase != Phase::kForward && t.phase != Phase::kBackward)) continue;
-      const auto it = t.trace_event >= 0 ? measured.find(t.trace_event) : measured.end();
-      if (it == measured.end()) continue;
+      const double* f = EventFactorOf(measured, t);
+      if (f == nullptr) continue;
       ++count;
       before_ns += t.duration_ns;
-      editor.ScaleDuration(static_cast<int32_t>(i), it->second);
+      editor.ScaleDuration(static_cast<int32_t>(i), *f);
       after_ns += graph.tasks[i].duration_ns;
     }
     if (count == 0) {

@@ -128,6 +128,12 @@ absl::StatusOr<EventFactors> ParseEventFactors(std::string_view pass, std::strin
   return out;
 }
 
+const double* EventFactorOf(const EventFactors& factors, const Task& t) {
+  if (t.trace_event < 0) return nullptr;
+  const auto it = factors.find(t.trace_event);
+  return it == factors.end() ? nullptr : &it->second;
+}
+
 absl::StatusOr<std::unique_ptr<Pass>> CreatePass(std::string_view name, const OptionMap& options) {
   for (const PassInfo& info : RegisteredPasses()) {
     if (info.name != name) continue;

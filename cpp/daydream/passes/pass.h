@@ -85,6 +85,10 @@ using EventFactors = std::map<int64_t, double>;
 absl::StatusOr<EventFactors> ParseEventFactors(std::string_view pass, std::string_view option,
                                                const std::string& text);
 
+// The factor `factors` holds for the trace event task `t` was built from;
+// nullptr when it has none (or `t` has no trace event).
+const double* EventFactorOf(const EventFactors& factors, const Task& t);
+
 // --- registry ----------------------------------------------------------------
 
 struct PassInfo {
