@@ -494,14 +494,13 @@ def compile_cpu_phase_times(model: Any, inputs: Sequence[Any], repeats: int = 5,
     """(compiled ms, eager ms) of ``model``'s forward and of its backward on
     this CPU, per phase: two copies of the model, one eager and one under
     ``torch.compile(backend=backend)`` (a name or a backend function), each
-    run on the same inputs: each of
-    ``inputs`` is a tensor (the batch itself, best: compiled code's speed can
-    depend on values such as token ids) or a (shape, dtype) pair (floats in
-    [0.5, 1), integers 0), with ``.grad`` cleared before every step, as
-    ``zero_grad`` leaves it; the
-    forward is the model's call, the backward ``autograd.backward`` of its
-    outputs that need a gradient (what a loss outside the model adds is the
-    same in both). After three steps each (the compilation), ``repeats``
+    run on the same inputs, with ``.grad`` cleared before every step as
+    ``zero_grad`` leaves it. Each of ``inputs`` is a tensor (the batch
+    itself, best: compiled code's speed can depend on values such as token
+    ids; it is copied) or a (shape, dtype) pair (:func:`_real_tensor`: floats
+    in [0.5, 1), integers 0). The forward is the model's call, the backward
+    ``autograd.backward`` of its outputs that need a gradient (what a loss
+    outside the model adds is the same in both). After three steps each (the compilation), ``repeats``
     rounds of about ``round_s`` seconds per copy alternate between them;
     each phase's median over the steps is returned. Everything compilation
     changes is in the times: generated kernels (fused normalizations and
@@ -545,16 +544,7 @@ def compile_cpu_phase_times(model: Any, inputs: Sequence[Any], repeats: int = 5,
         compiled = torch.compile(copy.deepcopy(model), backend=backend)
     except Exception as e:  # noqa: BLE001 - any model that cannot be copied or wrapped
         raise DaydreamError(f"{who}: {name} cannot be copied and compiled: {type(e).__name__}: {e}") from e
-    gen = torch.Generator().manual_seed(0)
-
-    def tensor(spec: Any) -> Any:
-        if isinstance(spec, torch.Tensor):
-            return spec.detach().clone()  # a model that changes its input in place leaves the batch alone
-        shape, dtype = spec
-        return (torch.empty(shape, dtype=dtype).uniform_(0.5, 1.0, generator=gen) if dtype.is_floating_point
-                else torch.zeros(shape, dtype=dtype))
-
-    xs = [tensor(spec) for spec in inputs]
+    xs: List[Any] = []
 
     def step(m: Any) -> Tuple[float, Optional[float]]:
         for p in m.parameters():
@@ -570,7 +560,11 @@ def compile_cpu_phase_times(model: Any, inputs: Sequence[Any], repeats: int = 5,
         torch.autograd.backward(outs, grads)
         return t1 - t0, time.perf_counter() - t2
 
-    with torch.random.fork_rng(devices=[]):  # dropout in the copies leaves the caller's random state alone
+    # Dropout in the copies, and the made-up inputs, leave the caller's random state alone.
+    with torch.random.fork_rng(devices=[]):
+        # A model that changes its input in place leaves the batch alone: a copy.
+        xs.extend(spec.detach().clone() if isinstance(spec, torch.Tensor)
+                  else _real_tensor(torch, torch.empty(spec[0], dtype=spec[1])) for spec in inputs)
         return _time_compiled_phases(step, eager, compiled, backend, repeats, round_s, who, name, len(xs))
 
 

@@ -45,6 +45,11 @@ from ._core import DaydreamError, Graph
 
 _log = logging.getLogger("daydream")
 
+#: How far (a fraction of the smaller) the plain steps timed before and after
+#: the recorded ones may move before a capture counts as drifted
+#: (:meth:`Profiler.speed_drift`; :func:`profile_steps` records again).
+SPEED_DRIFT = 0.15
+
 MODULE_PREFIX = "daydream.module: "
 GRAD_PREFIX = "daydream.grad: "
 
@@ -193,11 +198,11 @@ class Profiler:
         self._step_depth = 0  # optimizer.step() calls open (a step that raised leaves one; step() resets it)
         self._step_s = 0.0  # inside optimizer.step() during the current wait step
         self._optimizer_s: List[float] = []  # per wait step
-        #: Shape and dtype of each positional input of ``model``'s first recorded
-        #: forward (None without a model, or when one is not a tensor).
-        self.model_inputs: Optional[List[Tuple[Tuple[int, ...], Any]]] = None
-        #: The tensors themselves of that forward (references, not copies):
-        #: calibrations whose cost depends on values (token ids) run on them.
+        #: The positional inputs of ``model``'s first recorded forward, the
+        #: tensors themselves (references, not copies: calibrations whose cost
+        #: depends on values, such as token ids, run on them); None without a
+        #: model, or when one is not a tensor. :attr:`model_inputs` has their
+        #: shapes and dtypes.
         self.model_input_values: Optional[List[Any]] = None
         self._input_hook: Any = None
         #: Step times (ms) run without the profiler after the recorded ones
@@ -270,15 +275,14 @@ class Profiler:
         # Not in the wait steps: the hooks' ranges cost time even with the profiler off.
         if self.model is not None and self._hooks is None:
             self._hooks = _ModelHooks(self.model, _range_factory(_torch()))
-            if self.model_inputs is None and callable(getattr(self.model, "register_forward_pre_hook", None)):
+            if self.model_input_values is None and callable(getattr(self.model, "register_forward_pre_hook", None)):
                 self._input_hook = self.model.register_forward_pre_hook(self._note_inputs)
 
     def _note_inputs(self, module: Any, args: Any) -> None:
-        """The shapes and dtypes of the model's positional inputs, from its
-        first recorded forward (None when one is not a tensor)."""
+        """The model's positional inputs, from its first recorded forward
+        (None when one is not a tensor)."""
         torch = _torch()
         if all(isinstance(a, torch.Tensor) for a in args):
-            self.model_inputs = [(tuple(a.shape), a.dtype) for a in args]
             self.model_input_values = list(args)
         if self._input_hook is not None:
             self._input_hook.remove()
@@ -315,6 +319,12 @@ class Profiler:
         return [(b - a) * 1e3 for a, b in zip(stamps, stamps[1:])]
 
     @property
+    def model_inputs(self) -> Optional[List[Tuple[Tuple[int, ...], Any]]]:
+        """Shape and dtype of each of :attr:`model_input_values`; None without them."""
+        values = self.model_input_values
+        return None if values is None else [(tuple(a.shape), a.dtype) for a in values]
+
+    @property
     def plain_step_after_ms(self) -> Optional[float]:
         """Median of :attr:`plain_step_times_after_ms`; None when none were timed."""
         after = self.plain_step_times_after_ms
@@ -338,10 +348,11 @@ class Profiler:
         moved = ", ".join("?" if m is None else f"{100 * m:.0f}%" for m in self.capture_tries)
         this = self.speed_change()
         return (f"recorded {len(self.capture_tries)} times because the machine's speed changed while recording "
-                f"(the plain steps before and after the recorded ones more than 15% apart, here or, in a job, on "
+                f"(the plain steps before and after the recorded ones more than {100 * SPEED_DRIFT:.0f}% apart, here "
+                "or, in a job, on "
                 f"another rank; here {moved}); this capture's moved {'?' if this is None else f'{100 * this:.0f}%'}")
 
-    def speed_drift(self, threshold: float = 0.15) -> Optional[str]:
+    def speed_drift(self, threshold: float = SPEED_DRIFT) -> Optional[str]:
         """A note when the plain steps timed after the recorded ones
         (:attr:`plain_step_times_after_ms`) have a median more than
         ``threshold`` away from those before (:attr:`plain_step_ms`), as a
@@ -548,7 +559,7 @@ def profile_steps(step: Callable[[], Any], warmup: int, active: int, model: Any 
 
     When the machine's speed changed while it recorded
     (:meth:`Profiler.speed_drift`: the plain steps before and after more
-    than 15% apart), it records again, up to ``tries`` captures in all, and
+    than ``SPEED_DRIFT`` apart), it records again, up to ``tries`` captures in all, and
     returns the first whose speed held, else the one whose speed moved
     least; :attr:`Profiler.capture_tries` lists how far each capture's speed
     moved. ``agree``, for a job whose ranks each run the same steps, is

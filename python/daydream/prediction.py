@@ -385,8 +385,7 @@ def _fused_cpu_step(optimizer: Any, given: Dict[str, str]) -> Optional[str]:
 
 
 def _calibrate(graph: Graph, requests: List[Tuple[str, Dict[str, str]]], model: Any = None,
-               optimizer: Any = None, inputs: Any = None, step_times_ms: Sequence[float] = (),
-               input_values: Any = None) -> List[str]:
+               optimizer: Any = None, inputs: Any = None, step_times_ms: Sequence[float] = ()) -> List[str]:
     """Fills in what must be measured on this machine or read from the model:
     amp on a CPU-only graph gets the CPU's measured bf16/fp32 factors,
     batch_size a CPU op's fixed cost, fused_optimizer the fused/unfused step
@@ -394,16 +393,18 @@ def _calibrate(graph: Graph, requests: List[Tuple[str, Dict[str, str]]], model: 
     change under torch.compile;
     data_parallel of a known model the bytes of buffers DDP broadcasts;
     data_parallel and tensor_fusion of a step timed by a Profiler the wait
-    for the slowest rank."""
+    for the slowest rank. ``inputs``: the model's recorded input tensors
+    (``Profiler.model_input_values``)."""
     notes = []
+    shapes = [(tuple(a.shape), a.dtype) for a in inputs] if inputs else None
     cpu_only = all(r["kind"] != "gpu_stream" for r in graph.resources())
     for name, given in requests:
         if name == "amp" and cpu_only and "cpu_gemm_factor" not in given and "cpu_op_factors" not in given:
-            notes.append(_calibrate_amp_cpu(graph, given, model, inputs))
+            notes.append(_calibrate_amp_cpu(graph, given, model, shapes))
         if name == "batch_size" and cpu_only and not {"cpu_fixed_us", "cpu_saturation_us"} & set(given):
-            notes += _calibrate_batch_cpu(graph, given, model, inputs)
+            notes += _calibrate_batch_cpu(graph, given, model, shapes)
         if name == "op_fusion" and cpu_only and "cpu_op_factors" not in given:
-            note = _calibrate_op_fusion_cpu(graph, given, model, input_values or inputs)
+            note = _calibrate_op_fusion_cpu(graph, given, model, inputs)
             if note:
                 notes.append(note)
         if name == "fused_optimizer" and cpu_only and optimizer is not None and "cpu_step_factor" not in given:
@@ -484,8 +485,8 @@ def predict(
     capture = [recorded.speed_drift(), recorded.tries_note()] if hasattr(recorded, "speed_drift") else []
     calibration_notes = [n for n in capture if n] + _overhead_notes(graph, getattr(recorded, "overhead", None))
     calibration_notes += _calibrate(
-        graph, requests, model, getattr(recorded, "optimizer", None), getattr(recorded, "model_inputs", None),
-        getattr(recorded, "plain_step_times_ms", ()), getattr(recorded, "model_input_values", None))
+        graph, requests, model, getattr(recorded, "optimizer", None), getattr(recorded, "model_input_values", None),
+        getattr(recorded, "plain_step_times_ms", ()))
     result = _core.predict(graph, requests)
     labels = [name + (":" + ",".join(f"{k}={v}" for k, v in given.items()) if given else "")
               for name, given in requests]
