@@ -567,25 +567,21 @@ def profile_steps(step: Callable[[], Any], warmup: int, active: int, model: Any 
     whether any rank's did (an all-reduce), so that they record again
     together."""
     best: Optional[Profiler] = None
+    best_moved = math.inf
     moved: List[Optional[float]] = []
     for _ in range(max(1, tries)):
         prof = _profile_once(step, warmup, active, model, optimizer, wait)
         moved.append(prof.speed_change())
+        this = math.inf if moved[-1] is None else moved[-1]  # an unknown change counts as the largest
         drifted = prof.speed_drift() is not None
         if agree is not None:
             drifted = bool(agree(drifted))
-        if best is None or not drifted or _moved(prof) < _moved(best):
-            best = prof
+        if best is None or not drifted or this < best_moved:
+            best, best_moved = prof, this
         if not drifted:
             break
     best.capture_tries = moved
     return best
-
-
-def _moved(prof: "Profiler") -> float:
-    """How far a capture's speed moved; unknown counts as most."""
-    change = prof.speed_change()
-    return math.inf if change is None else change
 
 
 def _profile_once(step: Callable[[], Any], warmup: int, active: int, model: Any, optimizer: Any,
