@@ -444,8 +444,10 @@ class KinetoParser {
   absl::Status ParseEventStream(int64_t depth) {
     // Real traces take 200-450 bytes per event: room for all of them at once
     // (growing would copy the vector); pages never written cost no memory.
-    ReserveHugePages(trace_.events,
-                     static_cast<size_t>(std::min<uint64_t>(in_.size_hint(), uint64_t{1} << 40) / 128 + 16));
+    // Likewise the flows (a flow record takes over 100 bytes).
+    const auto room = static_cast<size_t>(std::min<uint64_t>(in_.size_hint(), uint64_t{1} << 40) / 128 + 16);
+    ReserveHugePages(trace_.events, room);
+    trace_.flows.reserve(room);
     size_t window = std::max<size_t>(options_.window_bytes, 64);
     while (true) {
       if (options_.parallel_windows) {
@@ -548,10 +550,14 @@ class KinetoParser {
   // A detached parser's text: one window, parsed by ParseDetached.
   void LoadDetached(std::string_view text) {
     std::vector<TraceEvent> events = std::move(trace_.events);  // keeps its capacity
+    std::vector<TraceFlow> flows = std::move(trace_.flows);
     events.clear();
+    flows.clear();
     ReserveHugePages(events, text.size() / 128 + 16);  // as ParseEventStream: no growth, no copies
+    flows.reserve(text.size() / 128 + 16);
     trace_ = Trace();
     trace_.events = std::move(events);
+    trace_.flows = std::move(flows);
     track_index_.clear();
     last_track_ = -1;
     kind_of_category_.clear();  // by the string ids of the table just reset

@@ -321,6 +321,26 @@ TEST_CASE("TraceByteStream inflates members across input pieces and small reads"
   CHECK(ReadAll(**stream, 5000) == a);
 }
 
+TEST_CASE("TraceByteStream reads ahead through more pieces than it keeps buffers for", "[file_source]") {
+  // 30 MB: more 4 MiB pieces than the queue holds, so later pieces are read
+  // into the buffers of earlier ones; every byte must still come out once and
+  // in order, whatever the reads' sizes.
+  const std::string text = RandomText(30000000, 11);
+  const std::string plain = TempDir() + "/long.json", gz = TempDir() + "/long.json.gz";
+  WriteFile(plain, text);
+  WriteFile(gz, Gzip(text.substr(0, 12000000)) + Gzip(text.substr(12000000)));
+  FileSourceOptions options;
+  options.read_ahead = true;
+  for (const std::string& path : {plain, gz}) {
+    for (size_t piece : {size_t{4093}, size_t{5} << 20}) {
+      INFO(path << ", piece " << piece);
+      auto stream = TraceByteStream::Open(path, options);
+      REQUIRE(stream.ok());
+      CHECK(ReadAll(**stream, piece) == text);
+    }
+  }
+}
+
 TEST_CASE("TraceByteStream reports a gzip file cut past its first input piece", "[file_source]") {
   const std::string gz = Gzip(RandomText(3000000, 7));
   const std::string path = TempDir() + "/cut_late.json.gz";
