@@ -213,7 +213,7 @@ absl::StatusOr<std::unique_ptr<TraceByteStream>> TraceByteStream::Open(const std
                         ? GzipSizeHint(tail, file_size)
                         : 0;
   }
-  if (options.read_ahead) {
+  if (options.read_ahead && s->gzip_ != nullptr) {
     s->ahead_ = std::make_unique<ReadAhead>();
     TraceByteStream* stream = s.get();
     s->ahead_->thread = std::thread([stream] { stream->ahead_->Produce(*stream); });

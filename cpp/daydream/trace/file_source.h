@@ -19,7 +19,10 @@ struct FileSourceOptions {
   // Refuse to decompress past this many bytes (a guard against gzip bombs).
   uint64_t max_bytes = uint64_t{64} << 30;
   // Read and decompress on a second thread, a few MiB ahead of the reader
-  // (TraceByteStream::Open only), so that inflating overlaps parsing.
+  // (TraceByteStream::Open of a gzip file only), so that inflating overlaps
+  // parsing. A plain file is read directly into the caller's buffer: the
+  // kernel reads ahead of it, and a second copy through a thread cost more
+  // than it overlapped (big_1m.json: 203 -> 182 ms to a Trace).
   bool read_ahead = false;
 };
 

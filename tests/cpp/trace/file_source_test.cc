@@ -324,7 +324,8 @@ TEST_CASE("TraceByteStream inflates members across input pieces and small reads"
 TEST_CASE("TraceByteStream reads ahead through more pieces than it keeps buffers for", "[file_source]") {
   // 30 MB: more 4 MiB pieces than the queue holds, so later pieces are read
   // into the buffers of earlier ones; every byte must still come out once and
-  // in order, whatever the reads' sizes.
+  // in order, whatever the reads' sizes. (A plain file is read directly, with
+  // or without read_ahead.)
   const std::string text = RandomText(30000000, 11);
   const std::string plain = TempDir() + "/long.json", gz = TempDir() + "/long.json.gz";
   WriteFile(plain, text);
