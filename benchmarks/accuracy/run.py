@@ -77,7 +77,8 @@ TARGET_MEDIAN, TARGET_MAX = 5.0, 15.0
 # fused_optimizer with its operator and bandwidth model instead of the
 # measured step factor.
 ALTERNATIVE_PREDICTIONS = ("prediction_trace_fit", "prediction_gemm_ratio", "prediction_beside_compute",
-                           "prediction_op_model", "prediction_no_gap", "prediction_chain_model")
+                           "prediction_op_model", "prediction_no_gap", "prediction_chain_model",
+                           "prediction_synthetic_ddp")
 MIB = 1024 * 1024
 # glibc serves allocations from 128 kB up with mmap until a free raises its
 # threshold, and trims the heap's top: whether a step's large tensors fault
@@ -220,6 +221,18 @@ def predict(prof: Any, opt: str, options: Dict[str, Any]) -> Dict[str, Any]:
     }
 
 
+def opts_of(prediction: Dict[str, Any], keys: Sequence[str]) -> Dict[str, str]:
+    """The values ``keys`` took in a prediction's pass options (``opts``:
+    "pass:k=v,k=v"), e.g. what predict measured, for the alternative rows."""
+    found: Dict[str, str] = {}
+    for opt in prediction["opts"]:
+        for kv in opt.split(":", 1)[-1].split(","):
+            k, _, v = kv.partition("=")
+            if k in keys:
+                found[k] = v
+    return found
+
+
 def keep_capture(a: argparse.Namespace, exp: str, name: str, prof: Any, prediction: Dict[str, Any]) -> None:
     """--save-traces: the captured baseline and the passes as daydream.predict
     ran them (calibrated options included), to rerun by hand with
@@ -353,9 +366,16 @@ def ddp_rank(rank: int, world: int, port: int, exp: str, name: str, a: argparse.
                 prof = capture(configs["baseline"], plain, plain_opt, a.active)
                 out = summarize(times, "baseline", "optimized")
                 out["two_plain_processes"] = stats([t for r in times["two_plain"] for t in r])
-                options = {"world_size": world, "bucket_mb": 25, "first_bucket_mb": 1, **network_options(net)}
+                # DDP's own CPU work: measured by predict on the model itself
+                # (ddp_cpu_phase_times); the calibration's synthetic Linear
+                # stacks give the comparison row.
+                synthetic = network_options(net)
+                ddp_cpu = {k: synthetic.pop(k) for k in ("ddp_cpu_us", "ddp_cpu_per_gradient_us")}
+                options = {"world_size": world, "bucket_mb": 25, "first_bucket_mb": 1, **synthetic}
                 out["prediction"] = predict(prof, "data_parallel", options)
                 keep_capture(a, exp, name, prof, out["prediction"])
+                out["prediction_synthetic_ddp"] = predict(prof, "data_parallel", {**options, **ddp_cpu})
+                options.update(opts_of(out["prediction"], ("ddp_cpu_us", "ddp_cpu_per_gradient_us")))
                 out["prediction_beside_compute"] = predict(prof, "data_parallel",
                                                            {**options, "comm_cpu_share": 0, "buffer_bytes": 0})
                 out["prediction_no_gap"] = predict(prof, "data_parallel", {**options, "gap_latency": ""})
@@ -641,11 +661,20 @@ def table(rows: List[Dict[str, Any]], meta: Dict[str, Any]) -> str:
     for r in rows:
         net = r.get("network")
         if net and "skipped" not in r:
+            measured = opts_of(r["prediction"], ("ddp_cpu_us", "ddp_cpu_per_gradient_us"))
+            ddp_cpu = (f"DDP's CPU work measured on the model {float(measured.get('ddp_cpu_us', 0)):.0f} us + "
+                       f"{float(measured.get('ddp_cpu_per_gradient_us', 0)):.1f} us per gradient (from synthetic "
+                       f"stacks {net.get('ddp_cpu_us', 0.0):.0f} us + {net.get('ddp_cpu_per_gradient_us', 0.0):.1f} us"
+                       + (f": prediction {r['prediction_synthetic_ddp']['predicted_ms']:.3f} ms, "
+                          f"{r['prediction_synthetic_ddp']['error_pct']:+.1f}%)" if r.get("prediction_synthetic_ddp")
+                          else ")")
+                       if r["experiment"] == "data_parallel" else
+                       f"DDP's CPU work {net.get('ddp_cpu_us', 0.0):.0f} us + "
+                       f"{net.get('ddp_cpu_per_gradient_us', 0.0):.1f} us per gradient")
             extra.append(f"- {r['experiment']} on {r['model']}: gloo all-reduce calibrated in the same job to "
                          f"{net['latency_us']:.0f} us per step and {net['bandwidth_gbps']:.2f} GB/s (ring model), "
-                         f"comm_cpu_share {net.get('comm_cpu_share', 0.0):.2f}, DDP's CPU work "
-                         f"{net.get('ddp_cpu_us', 0.0):.0f} us + {net.get('ddp_cpu_per_gradient_us', 0.0):.1f} us per "
-                         f"gradient, gap_latency (us after us of compute) {net.get('gap_latency') or 'none'}"
+                         f"comm_cpu_share {net.get('comm_cpu_share', 0.0):.2f}, {ddp_cpu}, "
+                         f"gap_latency (us after us of compute) {net.get('gap_latency') or 'none'}"
                          + (f"; without gap_latency the prediction is {r['prediction_no_gap']['predicted_ms']:.3f} ms "
                             f"({r['prediction_no_gap']['error_pct']:+.1f}%)" if r.get("prediction_no_gap") else "")
                          + (f"; with the pass's default network (fitted to the trace's gloo:all_reduce spans) the "

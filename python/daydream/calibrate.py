@@ -519,13 +519,8 @@ def compile_cpu_phase_times(model: Any, inputs: Sequence[Any], repeats: int = 5,
     import copy  # noqa: PLC0415
 
     torch = _torch()
-    from torch.utils._pytree import tree_leaves  # noqa: PLC0415
-
     who = "compile_cpu_phase_times"
-    # A (Distributed)DataParallel wrapper: its module is what compiles, and a
-    # copy of the wrapper would run collectives on this rank alone.
-    if type(model).__name__ in ("DistributedDataParallel", "DataParallel") and hasattr(model, "module"):
-        model = model.module
+    model = _unwrapped(model)
     name = type(model).__name__
     if type(model).__name__ == "OptimizedModule" and hasattr(model, "_orig_mod"):  # what torch.compile returns
         raise DaydreamError(f"{who}: the model is already compiled (torch.compile of "
@@ -535,15 +530,118 @@ def compile_cpu_phase_times(model: Any, inputs: Sequence[Any], repeats: int = 5,
     if compiled_parts:
         raise DaydreamError(f"{who}: {name} is already compiled in part ({', '.join(compiled_parts[:3])} by "
                             "Module.compile()): the recorded step ran its compiled code")
-    nbytes = sum(t.numel() * t.element_size() for t in (*model.parameters(), *model.buffers()))
-    if 2 * nbytes > max_bytes:
-        raise DaydreamError(f"{who}: two copies of {name} would take {2 * nbytes / 2**30:.1f} GiB "
-                            f"(max_bytes {max_bytes / 2**30:.1f} GiB)")
+    _check_two_copies_fit(model, max_bytes, who)
     try:
         eager = copy.deepcopy(model)
         compiled = torch.compile(copy.deepcopy(model), backend=backend)
     except Exception as e:  # noqa: BLE001 - any model that cannot be copied or wrapped
         raise DaydreamError(f"{who}: {name} cannot be copied and compiled: {type(e).__name__}: {e}") from e
+    how = backend if isinstance(backend, str) else getattr(backend, "__name__", "?")
+    return _time_two_copies(eager, compiled, f"torch.compile(backend={how!r})", inputs, repeats, round_s, who, name)
+
+
+def ddp_cpu_phase_times(model: Any, inputs: Sequence[Any], repeats: int = 5, round_s: float = 0.15,
+                        max_bytes: int = 1 << 30) -> Dict[str, Tuple[float, float]]:
+    """(DDP ms, plain ms) of ``model``'s forward and of its backward on this
+    CPU, per phase: DDP's own CPU work on this model, as the
+    ``data_parallel`` pass's ``ddp_cpu_us`` and ``ddp_cpu_per_gradient_us``
+    take it. Two copies of the model, one plain and one wrapped in
+    ``DistributedDataParallel`` over a gloo group of this process alone, run
+    in turn as :func:`compile_cpu_phase_times` runs its two (``inputs``
+    likewise). The difference is DDP's forward wrapper, its autograd hooks,
+    the copies into its buckets and back, the reducer's bookkeeping and an
+    all-reduce with no other rank to wait for; the network's own time, which
+    the pass's ring model covers, stays out. The group is this call's own (an
+    in-memory store, no port), beside any the process has; the model itself
+    is not run or changed.
+
+    Raises DaydreamError when torch.distributed is unavailable, the model is
+    not on the CPU, cannot be copied, wrapped or run on ``inputs``, or the
+    two copies would take more than ``max_bytes``.
+
+    Example::
+
+        daydream.calibrate.ddp_cpu_phase_times(model, [x])   # {"forward": (0.61, 0.52), "backward": (0.98, 0.71)}
+    """
+    import copy  # noqa: PLC0415
+    import warnings  # noqa: PLC0415
+
+    torch = _torch()
+    who = "ddp_cpu_phase_times"
+    dist = torch.distributed
+    if not dist.is_available():
+        raise DaydreamError(f"{who}: this torch has no torch.distributed")
+    model = _unwrapped(model)
+    name = type(model).__name__
+    devices = sorted({str(t.device) for t in (*model.parameters(), *model.buffers())} - {"cpu"})
+    if devices:
+        raise DaydreamError(f"{who}: {name} is on {', '.join(devices)}, not the CPU: a gloo group of one "
+                            "process would not time what NCCL does")
+    _check_two_copies_fit(model, max_bytes, who)
+    from torch.nn.parallel import DistributedDataParallel  # noqa: PLC0415
+
+    group, done = _private_gloo_group(dist, who)
+    try:
+        try:
+            plain = copy.deepcopy(model)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                ddp = DistributedDataParallel(copy.deepcopy(model), process_group=group)
+        except Exception as e:  # noqa: BLE001 - any model that cannot be copied or wrapped
+            raise DaydreamError(f"{who}: {name} cannot be copied and wrapped in DDP: "
+                                f"{type(e).__name__}: {e}") from e
+        return _time_two_copies(plain, ddp, "DistributedDataParallel", inputs, repeats, round_s, who, name)
+    finally:
+        done()
+
+
+def _private_gloo_group(dist: Any, who: str) -> Tuple[Any, Callable[[], None]]:
+    """A gloo process group of this process alone, on an in-memory store (no
+    port, no other rank), and what to call when done with it. It is made on
+    its own, beside any default group of a DDP job; where this torch cannot
+    (its ProcessGroup constructors are not public API), the default group is
+    made for the call and destroyed after, which needs none to exist."""
+    torch = _torch()
+    store = dist.HashStore()
+    try:
+        group = dist.ProcessGroup(store, 0, 1)
+        group._register_backend(torch.device("cpu"), dist.ProcessGroup.BackendType.GLOO,
+                                dist.ProcessGroupGloo(store, 0, 1))
+        group._set_default_backend(dist.ProcessGroup.BackendType.GLOO)
+        return group, lambda: None
+    except (AttributeError, TypeError, RuntimeError):
+        if dist.is_initialized():
+            raise DaydreamError(f"{who}: a process group already exists in this process (rank "
+                                f"{dist.get_rank()} of {dist.get_world_size()}), and this torch makes no group "
+                                "of one process beside it") from None
+        dist.init_process_group("gloo", store=store, rank=0, world_size=1)
+        return None, dist.destroy_process_group
+
+
+def _unwrapped(model: Any) -> Any:
+    """The module inside a (Distributed)DataParallel wrapper: what a copy
+    should hold (a copy of the wrapper would run collectives on this rank
+    alone), else the model."""
+    if type(model).__name__ in ("DistributedDataParallel", "DataParallel") and hasattr(model, "module"):
+        return model.module
+    return model
+
+
+def _check_two_copies_fit(model: Any, max_bytes: int, who: str) -> None:
+    nbytes = sum(t.numel() * t.element_size() for t in (*model.parameters(), *model.buffers()))
+    if 2 * nbytes > max_bytes:
+        raise DaydreamError(f"{who}: two copies of {type(model).__name__} would take {2 * nbytes / 2**30:.1f} GiB "
+                            f"(max_bytes {max_bytes / 2**30:.1f} GiB)")
+
+
+def _time_two_copies(reference: Any, changed: Any, change: str, inputs: Sequence[Any], repeats: int,
+                     round_s: float, who: str, name: str) -> Dict[str, Tuple[float, float]]:
+    """(changed ms, reference ms) per phase of two copies of a model, timed as
+    :func:`compile_cpu_phase_times` describes; ``change`` names what made
+    ``changed`` in errors."""
+    torch = _torch()
+    from torch.utils._pytree import tree_leaves  # noqa: PLC0415
+
     xs: List[Any] = []
 
     def step(m: Any) -> Tuple[float, Optional[float]]:
@@ -560,50 +658,42 @@ def compile_cpu_phase_times(model: Any, inputs: Sequence[Any], repeats: int = 5,
         torch.autograd.backward(outs, grads)
         return t1 - t0, time.perf_counter() - t2
 
+    def first_lines(e: Exception) -> str:
+        lines = [line.strip() for line in str(e).splitlines() if line.strip()]
+        return f"{type(e).__name__}: {' '.join(lines[:2])[:300]}"
+
     # Dropout in the copies, and the made-up inputs, leave the caller's random state alone.
     with torch.random.fork_rng(devices=[]):
         # A model that changes its input in place leaves the batch alone: a copy.
         xs.extend(spec.detach().clone() if isinstance(spec, torch.Tensor)
                   else _real_tensor(torch, torch.empty(spec[0], dtype=spec[1])) for spec in inputs)
-        return _time_compiled_phases(step, eager, compiled, backend, repeats, round_s, who, name, len(xs))
-
-
-def _time_compiled_phases(step: Callable[[Any], Tuple[float, Optional[float]]], eager: Any, compiled: Any,
-                          backend: Any, repeats: int, round_s: float, who: str, name: str,
-                          num_inputs: int) -> Dict[str, Tuple[float, float]]:
-    """compile_cpu_phase_times' warm-up and timing of its two copies."""
-
-    def first_lines(e: Exception) -> str:
-        lines = [line.strip() for line in str(e).splitlines() if line.strip()]
-        return f"{type(e).__name__}: {' '.join(lines[:2])[:300]}"
-
-    try:
-        for _ in range(3):
-            step(eager)
-    except Exception as e:  # noqa: BLE001 - a model that does not run on these inputs as they are
-        raise DaydreamError(f"{who}: {name} does not run on the recorded inputs "
-                            f"({num_inputs} positional tensors): {first_lines(e)}") from e
-    try:
-        for _ in range(3):
-            step(compiled)
-    except Exception as e:  # noqa: BLE001 - any compile failure is the reason
-        how = backend if isinstance(backend, str) else getattr(backend, "__name__", "?")
-        raise DaydreamError(f"{who}: torch.compile(backend={how!r}) of {name} failed: {first_lines(e)}") from e
-    t0 = time.perf_counter()
-    step(eager)
-    steps = max(3, min(50, int(round_s / max(time.perf_counter() - t0, 1e-6))))
-    samples: Dict[str, Dict[str, List[float]]] = {m: {"forward": [], "backward": []} for m in ("compiled", "eager")}
-    for r in range(repeats):
-        for which in (("eager", "compiled") if r % 2 == 0 else ("compiled", "eager")):
-            m = eager if which == "eager" else compiled
-            for _ in range(steps):
-                fwd, bwd = step(m)
-                samples[which]["forward"].append(fwd)
-                if bwd is not None:
-                    samples[which]["backward"].append(bwd)
-    return {phase: (statistics.median(samples["compiled"][phase]) * 1e3,
-                    statistics.median(samples["eager"][phase]) * 1e3)
-            for phase in ("forward", "backward") if samples["compiled"][phase] and samples["eager"][phase]}
+        try:
+            for _ in range(3):
+                step(reference)
+        except Exception as e:  # noqa: BLE001 - a model that does not run on these inputs as they are
+            raise DaydreamError(f"{who}: {name} does not run on the recorded inputs "
+                                f"({len(xs)} positional tensors): {first_lines(e)}") from e
+        try:
+            for _ in range(3):
+                step(changed)
+        except Exception as e:  # noqa: BLE001 - any failure of the changed copy is the reason
+            raise DaydreamError(f"{who}: {change} of {name} failed: {first_lines(e)}") from e
+        t0 = time.perf_counter()
+        step(reference)
+        steps = max(3, min(50, int(round_s / max(time.perf_counter() - t0, 1e-6))))
+        samples: Dict[str, Dict[str, List[float]]] = {m: {"forward": [], "backward": []}
+                                                      for m in ("changed", "reference")}
+        for r in range(repeats):
+            for which in (("reference", "changed") if r % 2 == 0 else ("changed", "reference")):
+                m = reference if which == "reference" else changed
+                for _ in range(steps):
+                    fwd, bwd = step(m)
+                    samples[which]["forward"].append(fwd)
+                    if bwd is not None:
+                        samples[which]["backward"].append(bwd)
+    return {phase: (statistics.median(samples["changed"][phase]) * 1e3,
+                    statistics.median(samples["reference"][phase]) * 1e3)
+            for phase in ("forward", "backward") if samples["changed"][phase] and samples["reference"][phase]}
 
 
 def format_op_factors(factors: Dict[int, float]) -> str:

@@ -310,6 +310,29 @@ def _buffer_broadcast(model: Any, given: Dict[str, str]) -> Optional[str]:
             "(broadcast_buffers=True; pass buffer_bytes=0 for broadcast_buffers=False)")
 
 
+def _ddp_cpu_on_model(model: Any, inputs: Any, given: Dict[str, str]) -> str:
+    """data_parallel of a known model: DDP's own CPU work on it, measured
+    (a one-process DDP copy against a plain one): its forward's extra as
+    ``ddp_cpu_us``, its backward's spread over the gradients as
+    ``ddp_cpu_per_gradient_us``. When it cannot be measured the pass's
+    options stay as given (0 by default), and the note says why."""
+    from . import calibrate  # noqa: PLC0415 - needs torch
+
+    try:
+        times = calibrate.ddp_cpu_phase_times(model, inputs)
+    except DaydreamError as e:
+        return f"data_parallel: DDP's own CPU work not measured on the model ({e}); ddp_cpu_us stays as given"
+    gradients = sum(1 for p in model.parameters() if p.requires_grad)
+    forward = max(0.0, times["forward"][0] - times["forward"][1]) if "forward" in times else 0.0
+    backward = max(0.0, times["backward"][0] - times["backward"][1]) if "backward" in times else 0.0
+    given["ddp_cpu_us"] = f"{forward * 1e3:.1f}"
+    given["ddp_cpu_per_gradient_us"] = f"{backward * 1e3 / max(1, gradients):.2f}"
+    return (f"data_parallel: DDP's own CPU work on {type(calibrate._unwrapped(model)).__name__}, measured on this CPU "
+            f"(a copy in DistributedDataParallel over a gloo group of this process alone against a plain copy): "
+            f"+{forward:.3f} ms in the forward (ddp_cpu_us), +{backward:.3f} ms in the backward over its "
+            f"{gradients} gradients (ddp_cpu_per_gradient_us) (daydream.calibrate.ddp_cpu_phase_times)")
+
+
 def _straggler(name: str, graph: Graph, given: Dict[str, str], step_times_ms: Sequence[float]) -> Optional[str]:
     """data_parallel / tensor_fusion with the recorded step's times: every
     iteration the ranks meet at the first all-reduce, so each waits for the
@@ -391,7 +414,8 @@ def _calibrate(graph: Graph, requests: List[Tuple[str, Dict[str, str]]], model: 
     batch_size a CPU op's fixed cost, fused_optimizer the fused/unfused step
     ratio of a known optimizer, op_fusion of a known model its phases'
     change under torch.compile;
-    data_parallel of a known model the bytes of buffers DDP broadcasts;
+    data_parallel of a known model the bytes of buffers DDP broadcasts and
+    DDP's own CPU work on it;
     data_parallel and tensor_fusion of a step timed by a Profiler the wait
     for the slowest rank. ``inputs``: the model's recorded input tensors
     (``Profiler.model_input_values``)."""
@@ -415,6 +439,9 @@ def _calibrate(graph: Graph, requests: List[Tuple[str, Dict[str, str]]], model: 
             note = _buffer_broadcast(model, given)
             if note:
                 notes.append(note)
+        if (name == "data_parallel" and model is not None and inputs
+                and not {"ddp_cpu_us", "ddp_cpu_per_gradient_us"} & set(given)):
+            notes.append(_ddp_cpu_on_model(model, inputs, given))
         if name in ("data_parallel", "tensor_fusion") and "straggler_us" not in given:
             note = _straggler(name, graph, given, step_times_ms)
             if note:

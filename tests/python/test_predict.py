@@ -231,6 +231,97 @@ def test_data_parallel_of_a_model_broadcasts_its_buffers_before_every_forward(na
         assert "buffer_bytes=0" in pred.opts[0] and not any("DDP broadcasts" in n for n in pred.notes)
 
 
+def test_ddp_cpu_phase_times_measure_ddps_own_work_beside_any_process_group(monkeypatch) -> None:
+    import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel
+
+    from daydream import calibrate
+
+    model = build("cnn")
+    state = {k: v.clone() for k, v in model.state_dict().items()}
+    x, _ = batch_for("cnn")
+    times = calibrate.ddp_cpu_phase_times(model, [x], repeats=2)
+    assert set(times) == {"forward", "backward"} and all(a > 0 and b > 0 for a, b in times.values())
+    assert all(torch.equal(v, state[k]) for k, v in model.state_dict().items())  # the model itself never ran
+    assert all(p.grad is None for p in model.parameters())
+    assert not dist.is_initialized()  # its group was its own
+    # What DDP adds is in the DDP copy's times: a reducer whose every bucket takes 2 ms more.
+    real_init = DistributedDataParallel.__init__
+
+    def slow_init(self, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202
+        real_init(self, *args, **kwargs)
+        self.register_comm_hook(None, _sleepy_all_reduce)
+    monkeypatch.setattr(DistributedDataParallel, "__init__", slow_init)
+    times = calibrate.ddp_cpu_phase_times(build("mlp"), [((4, 64), torch.float32)], repeats=2)
+    assert times["backward"][0] - times["backward"][1] >= 1.8
+    assert abs(times["forward"][0] - times["forward"][1]) < 1.0
+    monkeypatch.undo()
+    # Beside a DDP job's default group (a rank predicting): its group is still its own.
+    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+    try:
+        group = dist.group.WORLD
+        assert set(calibrate.ddp_cpu_phase_times(build("mlp"), [((4, 64), torch.float32)], repeats=1)) == {
+            "forward", "backward"}
+        assert dist.is_initialized() and dist.group.WORLD is group
+        # A torch that cannot make a group beside it says so.
+        monkeypatch.setattr(dist, "ProcessGroup", None)
+        with pytest.raises(daydream.DaydreamError, match=r"a process group already exists in this process"):
+            calibrate.ddp_cpu_phase_times(build("mlp"), [((4, 64), torch.float32)], repeats=1)
+    finally:
+        dist.destroy_process_group()
+    # Without one, such a torch gets a default group for the call, destroyed after.
+    assert set(calibrate.ddp_cpu_phase_times(build("mlp"), [((4, 64), torch.float32)], repeats=1)) == {
+        "forward", "backward"}
+    assert not dist.is_initialized()
+
+
+def _sleepy_all_reduce(state, bucket):  # noqa: ANN001, ANN202
+    """A DDP comm hook: 2 ms of the reducer's time, then the bucket as it is."""
+    import time
+
+    time.sleep(0.002)
+    fut = torch.futures.Future()
+    fut.set_result(bucket.buffer())
+    return fut
+
+
+def test_ddp_cpu_phase_times_name_what_they_cannot_time() -> None:
+    from daydream import calibrate
+
+    with pytest.raises(daydream.DaydreamError, match=r"Sequential is on meta, not the CPU"):
+        calibrate.ddp_cpu_phase_times(build("mlp").to("meta"), [((4, 64), torch.float32)], repeats=1)
+    with pytest.raises(daydream.DaydreamError, match=r"Sequential does not run on the recorded inputs"):
+        calibrate.ddp_cpu_phase_times(build("mlp"), [((4, 63), torch.float32)], repeats=1)
+    with pytest.raises(daydream.DaydreamError, match=r"two copies of Sequential would take"):
+        calibrate.ddp_cpu_phase_times(build("mlp"), [((4, 64), torch.float32)], repeats=1, max_bytes=1000)
+
+
+def test_data_parallel_of_a_known_model_measures_ddps_cpu_work_on_it(monkeypatch) -> None:
+    from daydream import calibrate
+
+    model = build("mlp")
+    inputs, target = batch_for("mlp")
+    kw = dict(inputs=inputs, target=target, loss_fn=nn.CrossEntropyLoss(), warmup=1, active=2, world_size=2,
+              network="ethernet10")
+    monkeypatch.setattr(calibrate, "ddp_cpu_phase_times", lambda m, x: {"forward": (0.35, 0.25),
+                                                                         "backward": (1.6, 1.0)})
+    pred = daydream.predict(model, opt="data_parallel", **kw)
+    gradients = sum(1 for p in model.parameters())
+    assert "ddp_cpu_us=100.0," in pred.opts[0], pred.opts
+    assert f"ddp_cpu_per_gradient_us={600 / gradients:.2f}" in pred.opts[0], pred.opts
+    assert any("ddp_cpu_phase_times" in n and "+0.100 ms in the forward" in n for n in pred.notes), pred.notes
+    # Given values win; a failed measurement leaves the pass's options as given, and says why.
+    pred = daydream.predict(model, opt="data_parallel", ddp_cpu_us=5, **kw)
+    assert "ddp_cpu_us=5," in pred.opts[0] and "ddp_cpu_per_gradient_us" not in pred.opts[0]
+
+    def fails(*args):  # noqa: ANN002, ANN202
+        raise daydream.DaydreamError("ddp_cpu_phase_times: Sequential is on meta, not the CPU")
+    monkeypatch.setattr(calibrate, "ddp_cpu_phase_times", fails)
+    pred = daydream.predict(model, opt="data_parallel", **kw)
+    assert "ddp_cpu_us" not in pred.opts[0]
+    assert any("DDP's own CPU work not measured on the model" in n for n in pred.notes), pred.notes
+
+
 @pytest.fixture
 def one_torch_thread():
     """One intra-op thread, as the accuracy harness runs: with both cores
