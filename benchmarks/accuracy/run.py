@@ -197,6 +197,13 @@ def opt_value(prediction: Dict[str, Any], key: str) -> Optional[str]:
     return None
 
 
+def measured_ddp_cpu(prediction: Dict[str, Any]) -> Optional[Dict[str, str]]:
+    """DDP's own CPU work as daydream.predict measured it on the model
+    (ddp_cpu_us, ddp_cpu_per_gradient_us), None where it did not."""
+    found = {k: opt_value(prediction, k) for k in ("ddp_cpu_us", "ddp_cpu_per_gradient_us")}
+    return None if None in found.values() else {k: v for k, v in found.items() if v is not None}
+
+
 def predict(prof: Any, opt: str, options: Dict[str, Any]) -> Dict[str, Any]:
     import daydream  # noqa: PLC0415
 
@@ -219,18 +226,6 @@ def predict(prof: Any, opt: str, options: Dict[str, Any]) -> Dict[str, Any]:
                          for k in ("scale", "cpu_factor", "plain_step_ms", "unscaled_replayed_ms", "fitted_replayed_ms",
                                   "fit_note", "plain_optimizer_ms", "optimizer_cpu_factor")},
     }
-
-
-def opts_of(prediction: Dict[str, Any], keys: Sequence[str]) -> Dict[str, str]:
-    """The values ``keys`` took in a prediction's pass options (``opts``:
-    "pass:k=v,k=v"), e.g. what predict measured, for the alternative rows."""
-    found: Dict[str, str] = {}
-    for opt in prediction["opts"]:
-        for kv in opt.split(":", 1)[-1].split(","):
-            k, _, v = kv.partition("=")
-            if k in keys:
-                found[k] = v
-    return found
 
 
 def keep_capture(a: argparse.Namespace, exp: str, name: str, prof: Any, prediction: Dict[str, Any]) -> None:
@@ -373,9 +368,14 @@ def ddp_rank(rank: int, world: int, port: int, exp: str, name: str, a: argparse.
                 ddp_cpu = {k: synthetic.pop(k) for k in ("ddp_cpu_us", "ddp_cpu_per_gradient_us")}
                 options = {"world_size": world, "bucket_mb": 25, "first_bucket_mb": 1, **synthetic}
                 out["prediction"] = predict(prof, "data_parallel", options)
+                measured = measured_ddp_cpu(out["prediction"])
+                if measured is None:  # predict could not measure it: the synthetic figures, and its note stays
+                    out["ddp_cpu_not_measured"] = [n for n in out["prediction"]["notes"] if "not measured" in n]
+                    out["prediction"] = predict(prof, "data_parallel", {**options, **ddp_cpu})
+                else:
+                    out["prediction_synthetic_ddp"] = predict(prof, "data_parallel", {**options, **ddp_cpu})
+                options.update(measured or ddp_cpu)
                 keep_capture(a, exp, name, prof, out["prediction"])
-                out["prediction_synthetic_ddp"] = predict(prof, "data_parallel", {**options, **ddp_cpu})
-                options.update(opts_of(out["prediction"], ("ddp_cpu_us", "ddp_cpu_per_gradient_us")))
                 out["prediction_beside_compute"] = predict(prof, "data_parallel",
                                                            {**options, "comm_cpu_share": 0, "buffer_bytes": 0})
                 out["prediction_no_gap"] = predict(prof, "data_parallel", {**options, "gap_latency": ""})
@@ -661,16 +661,18 @@ def table(rows: List[Dict[str, Any]], meta: Dict[str, Any]) -> str:
     for r in rows:
         net = r.get("network")
         if net and "skipped" not in r:
-            measured = opts_of(r["prediction"], ("ddp_cpu_us", "ddp_cpu_per_gradient_us"))
-            ddp_cpu = (f"DDP's CPU work measured on the model {float(measured.get('ddp_cpu_us', 0)):.0f} us + "
-                       f"{float(measured.get('ddp_cpu_per_gradient_us', 0)):.1f} us per gradient (from synthetic "
-                       f"stacks {net.get('ddp_cpu_us', 0.0):.0f} us + {net.get('ddp_cpu_per_gradient_us', 0.0):.1f} us"
-                       + (f": prediction {r['prediction_synthetic_ddp']['predicted_ms']:.3f} ms, "
-                          f"{r['prediction_synthetic_ddp']['error_pct']:+.1f}%)" if r.get("prediction_synthetic_ddp")
-                          else ")")
-                       if r["experiment"] == "data_parallel" else
-                       f"DDP's CPU work {net.get('ddp_cpu_us', 0.0):.0f} us + "
-                       f"{net.get('ddp_cpu_per_gradient_us', 0.0):.1f} us per gradient")
+            synthetic = (f"{net.get('ddp_cpu_us', 0.0):.0f} us + {net.get('ddp_cpu_per_gradient_us', 0.0):.1f} us "
+                         "per gradient")
+            measured = measured_ddp_cpu(r["prediction"]) if r["experiment"] == "data_parallel" else None
+            if measured and r.get("prediction_synthetic_ddp"):
+                ddp_cpu = (f"DDP's CPU work measured on the model {float(measured['ddp_cpu_us']):.0f} us + "
+                           f"{float(measured['ddp_cpu_per_gradient_us']):.1f} us per gradient (from synthetic "
+                           f"stacks {synthetic}: prediction {r['prediction_synthetic_ddp']['predicted_ms']:.3f} ms, "
+                           f"{r['prediction_synthetic_ddp']['error_pct']:+.1f}%)")
+            elif r.get("ddp_cpu_not_measured"):
+                ddp_cpu = f"DDP's CPU work from synthetic stacks {synthetic} (not measured on the model)"
+            else:
+                ddp_cpu = f"DDP's CPU work {synthetic}"
             extra.append(f"- {r['experiment']} on {r['model']}: gloo all-reduce calibrated in the same job to "
                          f"{net['latency_us']:.0f} us per step and {net['bandwidth_gbps']:.2f} GB/s (ring model), "
                          f"comm_cpu_share {net.get('comm_cpu_share', 0.0):.2f}, {ddp_cpu}, "

@@ -19,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import gzip
+import inspect
 import json
 import logging
 import math
@@ -522,14 +523,7 @@ def compile_cpu_phase_times(model: Any, inputs: Sequence[Any], repeats: int = 5,
     who = "compile_cpu_phase_times"
     model = _unwrapped(model)
     name = type(model).__name__
-    if type(model).__name__ == "OptimizedModule" and hasattr(model, "_orig_mod"):  # what torch.compile returns
-        raise DaydreamError(f"{who}: the model is already compiled (torch.compile of "
-                            f"{type(model._orig_mod).__name__}): the recorded step ran its compiled code")
-    compiled_parts = [n or name for n, m in model.named_modules()
-                      if getattr(m, "_compiled_call_impl", None) is not None]  # Module.compile()
-    if compiled_parts:
-        raise DaydreamError(f"{who}: {name} is already compiled in part ({', '.join(compiled_parts[:3])} by "
-                            "Module.compile()): the recorded step ran its compiled code")
+    _refuse_compiled(model, who, "the recorded step ran its compiled code")
     _check_two_copies_fit(model, max_bytes, who)
     try:
         eager = copy.deepcopy(model)
@@ -571,27 +565,39 @@ def ddp_cpu_phase_times(model: Any, inputs: Sequence[Any], repeats: int = 5, rou
     dist = torch.distributed
     if not dist.is_available():
         raise DaydreamError(f"{who}: this torch has no torch.distributed")
+    if not dist.is_gloo_available():
+        raise DaydreamError(f"{who}: this torch has no gloo backend")
     model = _unwrapped(model)
     name = type(model).__name__
     devices = sorted({str(t.device) for t in (*model.parameters(), *model.buffers())} - {"cpu"})
     if devices:
         raise DaydreamError(f"{who}: {name} is on {', '.join(devices)}, not the CPU: a gloo group of one "
                             "process would not time what NCCL does")
-    _check_two_copies_fit(model, max_bytes, who)
+    # A compiled model would be compiled again in each copy (and DDP splits compiled graphs).
+    _refuse_compiled(model, who, "timing DDP around it would compile it twice")
+    # DDP keeps its buckets besides the gradients: a third copy's worth.
+    _check_two_copies_fit(model, max_bytes, who, copies=3)
     from torch.nn.parallel import DistributedDataParallel  # noqa: PLC0415
 
+    # Its buffer broadcast before every forward stays out: the pass adds it
+    # as a collective (buffer_bytes), network time and all.
+    no_sync = ({"forward_sync_buffers": False}
+               if "forward_sync_buffers" in inspect.signature(DistributedDataParallel.__init__).parameters
+               else {"broadcast_buffers": False})
     group, done = _private_gloo_group(dist, who)
+    plain = ddp = None
     try:
         try:
             plain = copy.deepcopy(model)
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                ddp = DistributedDataParallel(copy.deepcopy(model), process_group=group)
+                ddp = DistributedDataParallel(copy.deepcopy(model), process_group=group, **no_sync)
         except Exception as e:  # noqa: BLE001 - any model that cannot be copied or wrapped
             raise DaydreamError(f"{who}: {name} cannot be copied and wrapped in DDP: "
                                 f"{type(e).__name__}: {e}") from e
         return _time_two_copies(plain, ddp, "DistributedDataParallel", inputs, repeats, round_s, who, name)
     finally:
+        del plain, ddp, group
         done()
 
 
@@ -601,21 +607,32 @@ def _private_gloo_group(dist: Any, who: str) -> Tuple[Any, Callable[[], None]]:
     its own, beside any default group of a DDP job; where this torch cannot
     (its ProcessGroup constructors are not public API), the default group is
     made for the call and destroyed after, which needs none to exist."""
+    import gc  # noqa: PLC0415
+
     torch = _torch()
     store = dist.HashStore()
     try:
         group = dist.ProcessGroup(store, 0, 1)
-        group._register_backend(torch.device("cpu"), dist.ProcessGroup.BackendType.GLOO,
-                                dist.ProcessGroupGloo(store, 0, 1))
+        backend = dist.ProcessGroupGloo(store, 0, 1)
+        group._register_backend(torch.device("cpu"), dist.ProcessGroup.BackendType.GLOO, backend)
         group._set_default_backend(dist.ProcessGroup.BackendType.GLOO)
-        return group, lambda: None
-    except (AttributeError, TypeError, RuntimeError):
-        if dist.is_initialized():
-            raise DaydreamError(f"{who}: a process group already exists in this process (rank "
-                                f"{dist.get_rank()} of {dist.get_world_size()}), and this torch makes no group "
-                                "of one process beside it") from None
+    except (AttributeError, TypeError):  # no such constructors in this torch
+        pass
+    except Exception as e:  # noqa: BLE001 - gloo itself failed (no usable interface, ...)
+        raise DaydreamError(f"{who}: no gloo group of one process: {type(e).__name__}: {e}") from e
+    else:
+        # DDP's copy holds the group in reference cycles: collect them, so
+        # that gloo's threads end now rather than at some later collection.
+        return group, gc.collect
+    if dist.is_initialized():
+        raise DaydreamError(f"{who}: a process group already exists in this process (rank "
+                            f"{dist.get_rank()} of {dist.get_world_size()}), and this torch makes no group "
+                            "of one process beside it")
+    try:
         dist.init_process_group("gloo", store=store, rank=0, world_size=1)
-        return None, dist.destroy_process_group
+    except Exception as e:  # noqa: BLE001 - gloo itself failed
+        raise DaydreamError(f"{who}: no gloo group of one process: {type(e).__name__}: {e}") from e
+    return None, dist.destroy_process_group
 
 
 def _unwrapped(model: Any) -> Any:
@@ -627,10 +644,26 @@ def _unwrapped(model: Any) -> Any:
     return model
 
 
-def _check_two_copies_fit(model: Any, max_bytes: int, who: str) -> None:
-    nbytes = sum(t.numel() * t.element_size() for t in (*model.parameters(), *model.buffers()))
-    if 2 * nbytes > max_bytes:
-        raise DaydreamError(f"{who}: two copies of {type(model).__name__} would take {2 * nbytes / 2**30:.1f} GiB "
+def _refuse_compiled(model: Any, who: str, why: str) -> None:
+    """A DaydreamError for a model torch.compile'd whole (what it returns)
+    or in part (``Module.compile()``)."""
+    name = type(model).__name__
+    if name == "OptimizedModule" and hasattr(model, "_orig_mod"):
+        raise DaydreamError(f"{who}: the model is already compiled (torch.compile of "
+                            f"{type(model._orig_mod).__name__}): {why}")
+    compiled_parts = [n or name for n, m in model.named_modules()
+                      if getattr(m, "_compiled_call_impl", None) is not None]
+    if compiled_parts:
+        raise DaydreamError(f"{who}: {name} is already compiled in part ({', '.join(compiled_parts[:3])} by "
+                            f"Module.compile()): {why}")
+
+
+def _check_two_copies_fit(model: Any, max_bytes: int, who: str, copies: int = 2) -> None:
+    """A DaydreamError when ``copies`` times the model's parameters and
+    buffers exceed ``max_bytes``."""
+    nbytes = copies * sum(t.numel() * t.element_size() for t in (*model.parameters(), *model.buffers()))
+    if nbytes > max_bytes:
+        raise DaydreamError(f"{who}: two copies of {type(model).__name__} would take {nbytes / 2**30:.1f} GiB "
                             f"(max_bytes {max_bytes / 2**30:.1f} GiB)")
 
 

@@ -311,17 +311,19 @@ def _buffer_broadcast(model: Any, given: Dict[str, str]) -> Optional[str]:
 
 
 def _ddp_cpu_on_model(model: Any, inputs: Any, given: Dict[str, str]) -> str:
-    """data_parallel of a known model: DDP's own CPU work on it, measured
-    (a one-process DDP copy against a plain one): its forward's extra as
-    ``ddp_cpu_us``, its backward's spread over the gradients as
-    ``ddp_cpu_per_gradient_us``. When it cannot be measured the pass's
-    options stay as given (0 by default), and the note says why."""
+    """data_parallel of a known model on a CPU-only graph: DDP's own CPU work
+    on it, measured (a one-process DDP copy against a plain one): its
+    forward's extra as ``ddp_cpu_us``, its backward's spread over the
+    gradients as ``ddp_cpu_per_gradient_us`` (pass ``ddp_cpu_us=0`` to
+    leave it out). When it cannot be measured both stay 0, the pass's
+    default, and the note says why."""
     from . import calibrate  # noqa: PLC0415 - needs torch
 
     try:
         times = calibrate.ddp_cpu_phase_times(model, inputs)
     except DaydreamError as e:
-        return f"data_parallel: DDP's own CPU work not measured on the model ({e}); ddp_cpu_us stays as given"
+        return (f"data_parallel: DDP's own CPU work not measured on the model ({e}); ddp_cpu_us and "
+                "ddp_cpu_per_gradient_us stay 0 (the pass's default)")
     gradients = sum(1 for p in model.parameters() if p.requires_grad)
     forward = max(0.0, times["forward"][0] - times["forward"][1]) if "forward" in times else 0.0
     backward = max(0.0, times["backward"][0] - times["backward"][1]) if "backward" in times else 0.0
@@ -439,7 +441,7 @@ def _calibrate(graph: Graph, requests: List[Tuple[str, Dict[str, str]]], model: 
             note = _buffer_broadcast(model, given)
             if note:
                 notes.append(note)
-        if (name == "data_parallel" and model is not None and inputs
+        if (name == "data_parallel" and cpu_only and model is not None and inputs
                 and not {"ddp_cpu_us", "ddp_cpu_per_gradient_us"} & set(given)):
             notes.append(_ddp_cpu_on_model(model, inputs, given))
         if name in ("data_parallel", "tensor_fusion") and "straggler_us" not in given:

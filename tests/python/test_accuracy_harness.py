@@ -174,10 +174,9 @@ def test_rank_1_mirrors_rank_0s_captures_step_for_step():
         assert len(prof.capture_tries) == len(decisions)
 
 
-def test_opts_of_reads_what_a_prediction_measured():
+def test_measured_ddp_cpu_reads_what_predict_measured_or_none():
     run = load_run()
     pred = {"opts": ["data_parallel:world_size=2,gap_latency=500:0.0;1000:3.5,ddp_cpu_us=111.0,"
                      "ddp_cpu_per_gradient_us=33.89,straggler_us=49.5"]}
-    assert run.opts_of(pred, ("ddp_cpu_us", "ddp_cpu_per_gradient_us")) == {
-        "ddp_cpu_us": "111.0", "ddp_cpu_per_gradient_us": "33.89"}
-    assert run.opts_of(pred, ("buffer_bytes",)) == {}
+    assert run.measured_ddp_cpu(pred) == {"ddp_cpu_us": "111.0", "ddp_cpu_per_gradient_us": "33.89"}
+    assert run.measured_ddp_cpu({"opts": ["data_parallel:world_size=2,straggler_us=49.5"]}) is None

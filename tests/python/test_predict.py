@@ -247,14 +247,19 @@ def test_ddp_cpu_phase_times_measure_ddps_own_work_beside_any_process_group(monk
     assert not dist.is_initialized()  # its group was its own
     # What DDP adds is in the DDP copy's times: a reducer whose every bucket takes 2 ms more.
     real_init = DistributedDataParallel.__init__
+    made = []
 
     def slow_init(self, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202
         real_init(self, *args, **kwargs)
         self.register_comm_hook(None, _sleepy_all_reduce)
+        made.append(self)
     monkeypatch.setattr(DistributedDataParallel, "__init__", slow_init)
     times = calibrate.ddp_cpu_phase_times(build("mlp"), [((4, 64), torch.float32)], repeats=2)
     assert times["backward"][0] - times["backward"][1] >= 1.8
     assert abs(times["forward"][0] - times["forward"][1]) < 1.0
+    # The buffers' broadcast before every forward is left to the pass (buffer_bytes).
+    calibrate.ddp_cpu_phase_times(build("cnn"), [x], repeats=1)
+    assert not made[-1].broadcast_buffers and not getattr(made[-1], "forward_sync_buffers", False)
     monkeypatch.undo()
     # Beside a DDP job's default group (a rank predicting): its group is still its own.
     dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)

@@ -59,11 +59,12 @@ std::vector<OptionSpec> NetworkOptions() {
        "it from the step times a daydream.Profiler measured; 0: ranks in lockstep)"},
       {"ddp_cpu_us", OptionType::kDouble, "0",
        "CPU time per iteration of DDP's own work (its forward wrapper, the reducer's per-iteration bookkeeping) on "
-       "the thread that issues the all-reduces, in microseconds (measured by daydream.calibrate_network on gloo)"},
+       "the thread that issues the all-reduces, in microseconds (daydream.predict measures it on a known CPU model: "
+       "daydream.calibrate.ddp_cpu_phase_times; daydream.calibrate_network on small Linear stacks)"},
       {"ddp_cpu_per_gradient_us", OptionType::kDouble, "0",
        "CPU time of DDP's reducer per gradient (its autograd hook, the copy into the bucket), in microseconds, "
-       "before the bucket's all-reduce on the thread that produced the bucket's last gradient (measured by "
-       "daydream.calibrate_network on gloo)"},
+       "before the bucket's all-reduce on the thread that produced the bucket's last gradient (measured as "
+       "ddp_cpu_us is)"},
   };
 }
 

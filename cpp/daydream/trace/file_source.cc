@@ -108,10 +108,10 @@ struct TraceByteStream::ReadAhead {
   };
   using Buffer = std::unique_ptr<char, Free>;
   // kPiece bytes on whole huge pages: two faults instead of a thousand.
+  // Null when there is no memory for it.
   static Buffer NewBuffer() {
     auto* p = static_cast<char*>(std::aligned_alloc(kHugePageBytes, kPiece));
-    if (p == nullptr) throw std::bad_alloc();
-    AdviseHugePages(p, kPiece);
+    if (p != nullptr) AdviseHugePages(p, kPiece);
     return Buffer(p);
   }
 
@@ -140,7 +140,11 @@ struct TraceByteStream::ReadAhead {
         }
       }
       if (piece.bytes == nullptr) piece.bytes = NewBuffer();
-      absl::StatusOr<size_t> n = stream.ReadDirect(piece.bytes.get(), kPiece);
+      absl::StatusOr<size_t> n =
+          piece.bytes != nullptr
+              ? stream.ReadDirect(piece.bytes.get(), kPiece)
+              : absl::StatusOr<size_t>(absl::ResourceExhaustedError(
+                    StrCat(stream.source_, ": no memory for a ", kPiece >> 20, " MiB read-ahead buffer")));
       if (n.ok()) {
         piece.size = *n;
       } else {

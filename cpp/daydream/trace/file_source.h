@@ -20,9 +20,10 @@ struct FileSourceOptions {
   uint64_t max_bytes = uint64_t{64} << 30;
   // Read and decompress on a second thread, a few MiB ahead of the reader
   // (TraceByteStream::Open of a gzip file only), so that inflating overlaps
-  // parsing. A plain file is read directly into the caller's buffer: the
-  // kernel reads ahead of it, and a second copy through a thread cost more
-  // than it overlapped (big_1m.json: 203 -> 182 ms to a Trace).
+  // parsing. A plain file is read on the caller's thread, large reads
+  // straight into its buffer: the kernel reads ahead of it, and a second
+  // copy through a thread cost more than it overlapped (big_1m.json: 203 ->
+  // 182 ms to a Trace).
   bool read_ahead = false;
 };
 
@@ -76,7 +77,7 @@ class TraceByteStream {
   uint64_t produced_ = 0;          // bytes inflated
   uint64_t size_hint_ = 0;
   std::unique_ptr<Gzip> gzip_;
-  std::unique_ptr<ReadAhead> ahead_;  // with options.read_ahead
+  std::unique_ptr<ReadAhead> ahead_;  // a gzip file with options.read_ahead
 };
 
 // The bytes of the file, decompressed when gzip. The returned string has at
