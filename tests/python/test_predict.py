@@ -290,8 +290,23 @@ def _sleepy_all_reduce(state, bucket):  # noqa: ANN001, ANN202
     return fut
 
 
-def test_ddp_cpu_phase_times_name_what_they_cannot_time() -> None:
+def test_ddp_cpu_phase_times_name_what_they_cannot_time(monkeypatch) -> None:
+    import torch.distributed as dist
+
     from daydream import calibrate
+
+    def no_gloo(*args):  # noqa: ANN002, ANN202
+        raise RuntimeError("no device to bind to")
+    monkeypatch.setattr(dist, "ProcessGroupGloo", no_gloo)
+    with pytest.raises(daydream.DaydreamError, match=r"no gloo group of one process: RuntimeError: no device"):
+        calibrate.ddp_cpu_phase_times(build("mlp"), [((4, 64), torch.float32)], repeats=1)
+    monkeypatch.setattr(dist, "is_gloo_available", lambda: False)
+    with pytest.raises(daydream.DaydreamError, match=r"this torch has no gloo backend"):
+        calibrate.ddp_cpu_phase_times(build("mlp"), [((4, 64), torch.float32)], repeats=1)
+    monkeypatch.undo()
+    assert not dist.is_initialized()
+    with pytest.raises(daydream.DaydreamError, match=r"the model is already compiled"):
+        calibrate.ddp_cpu_phase_times(torch.compile(build("mlp"), backend="eager"), [((4, 64), torch.float32)])
 
     with pytest.raises(daydream.DaydreamError, match=r"Sequential is on meta, not the CPU"):
         calibrate.ddp_cpu_phase_times(build("mlp").to("meta"), [((4, 64), torch.float32)], repeats=1)
