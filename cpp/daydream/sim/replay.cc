@@ -263,10 +263,14 @@ ReplayReport MakeReplayReport(const Graph& graph, const Schedule& schedule) {
     it.step_measured_ns = std::max(it.measured_ns, it.device_period_measured_ns);
     it.step_replayed_ns = std::max(it.replayed_ns - it.launch_wait_replayed_ns, it.device_period_replayed_ns);
   }
-  if (!start_errors.empty()) {
-    std::sort(start_errors.begin(), start_errors.end());
-    report.gpu_start_error_p50_ns = start_errors[start_errors.size() / 2];
-    report.gpu_start_error_p95_ns = start_errors[std::min(start_errors.size() - 1, start_errors.size() * 95 / 100)];
+  if (!start_errors.empty()) {  // two selections, not a sort (a million GPU tasks: 2 ms)
+    const size_t p50 = start_errors.size() / 2;
+    const size_t p95 = std::min(start_errors.size() - 1, start_errors.size() * 95 / 100);  // >= p50
+    std::nth_element(start_errors.begin(), start_errors.begin() + static_cast<std::ptrdiff_t>(p50), start_errors.end());
+    std::nth_element(start_errors.begin() + static_cast<std::ptrdiff_t>(p50),
+                     start_errors.begin() + static_cast<std::ptrdiff_t>(p95), start_errors.end());
+    report.gpu_start_error_p50_ns = start_errors[p50];
+    report.gpu_start_error_p95_ns = start_errors[p95];
   }
   report.median_error_pct = Median(errors);
   double sum = 0;
