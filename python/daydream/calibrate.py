@@ -977,12 +977,15 @@ def measure_comm_cpu_share(dist: Any, torch: Any, world_size: int, latency_us: f
     each chunk about twice a collective's modelled time, so that the
     collectives need not queue) alone and with one asynchronous all-reduce of
     ``nbytes`` issued at the start of every chunk, as DDP issues its buckets
-    during backward, waiting for them at the end; the two alternate, after a
-    barrier each, and keep their medians. The extra time over the
-    collectives' time in the ring model fitted to the same network (latency,
-    bandwidth) is the share: 0 when they run beside compute (a spare core,
-    or a device that communicates by itself), 1 when the rank computes and
-    communicates one after the other."""
+    during backward; the two alternate, after a barrier each, and keep their
+    medians. The compute's extra time (up to its last matmul: the wait for
+    the last all-reduce after it is the network's time, which the pass
+    models by itself, and on a host that wakes waiting threads late it held
+    a 4 ms tail that doubled the share) over the collectives' time in the
+    ring model fitted to the same network (latency, bandwidth) is the share:
+    0 when they run beside compute (a spare core, or a device that
+    communicates by itself), 1 when the rank computes and communicates one
+    after the other."""
     model_s = _ring_all_reduce_s(nbytes, world_size, latency_us, bandwidth_gbps)
     a = torch.randn(128, 128)
     mm_s = _shared_matmul_s(dist, torch, a)
@@ -998,9 +1001,10 @@ def measure_comm_cpu_share(dist: Any, torch: Any, world_size: int, latency_us: f
                 works.append(dist.all_reduce(buf, async_op=True))
             for _ in range(per_chunk):
                 torch.mm(a, a)
+        computed = time.perf_counter() - start
         for w in works:
             w.wait()
-        return time.perf_counter() - start
+        return computed
 
     run(False)
     run(True)

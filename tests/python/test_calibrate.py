@@ -48,8 +48,9 @@ class _FakeHost:
     it (one that can). Stands in for ``torch``, ``torch.distributed`` and
     the calibration's clock."""
 
-    def __init__(self, blocking_s: float) -> None:
+    def __init__(self, blocking_s: float, wait_s: float = 0.0) -> None:
         self.blocking_s = blocking_s
+        self.wait_s = wait_s  # what waiting for an all-reduce takes (the network, a late wake-up)
         self.now = 0.0
 
     def perf_counter(self) -> float:
@@ -81,16 +82,18 @@ class _FakeHost:
         return self
 
     def wait(self) -> None:
-        pass
+        self.now += self.wait_s
 
 
-@pytest.mark.parametrize("blocking, share", [(True, 1.0), (False, 0.0)])
+@pytest.mark.parametrize("blocking, wait_s, share", [(True, 0.0, 1.0), (False, 0.0, 0.0), (False, 4e-3, 0.0)])
 def test_comm_cpu_share_is_the_collectives_time_the_computing_thread_loses(monkeypatch, blocking: bool,
-                                                                          share: float) -> None:
+                                                                          wait_s: float, share: float) -> None:
     # Ring model with these numbers: 2 x 1000 us latency, the bytes negligible.
     model_s = calibrate._ring_all_reduce_s(64 << 10, 2, 1000.0, 1000.0)
     assert model_s == pytest.approx(2e-3, rel=1e-3)
-    host = _FakeHost(model_s if blocking else 0.0)
+    # A wait for the all-reduces after the compute (4 ms: a late wake-up) is
+    # the network's time, not the computing thread's loss.
+    host = _FakeHost(model_s if blocking else 0.0, wait_s)
     monkeypatch.setattr(calibrate, "time", host)
     got = calibrate.measure_comm_cpu_share(host, host, 2, 1000.0, 1000.0, repeats=3)
     assert got["comm_cpu_share"] == pytest.approx(share, abs=1e-3)
