@@ -201,7 +201,7 @@ def measured_ddp_cpu(prediction: Dict[str, Any]) -> Optional[Dict[str, str]]:
     """DDP's own CPU work as daydream.predict measured it on the model
     (ddp_cpu_us, ddp_cpu_per_gradient_us), None where it did not."""
     found = {k: opt_value(prediction, k) for k in ("ddp_cpu_us", "ddp_cpu_per_gradient_us")}
-    return None if None in found.values() else {k: v for k, v in found.items() if v is not None}
+    return None if None in found.values() else found  # type: ignore[return-value]
 
 
 def predict(prof: Any, opt: str, options: Dict[str, Any]) -> Dict[str, Any]:

@@ -553,8 +553,9 @@ class KinetoParser {
     std::vector<TraceFlow> flows = std::move(trace_.flows);
     events.clear();
     flows.clear();
-    ReserveHugePages(events, text.size() / 128 + 16);  // as ParseEventStream: no growth, no copies
-    flows.reserve(text.size() / 128 + 16);
+    const size_t room = text.size() / 128 + 16;  // as ParseEventStream: no growth, no copies
+    ReserveHugePages(events, room);
+    flows.reserve(room);
     trace_ = Trace();
     trace_.events = std::move(events);
     trace_.flows = std::move(flows);
