@@ -70,6 +70,20 @@ std::string_view Trim(std::string_view s) {
   return s;
 }
 
+// The text between the quotes of a JSON string token (`"abc"` and the blanks
+// before the next structural character, as On-Demand's raw_json_token gives
+// it), escapes unresolved; a null view when the token is not a string.
+std::string_view RawStringToken(std::string_view token) {
+  if (token.empty() || token.front() != '"') return {};
+  token = Trim(token);
+  if (token.size() < 2 || token.back() != '"') return {};
+  return token.substr(1, token.size() - 2);  // never a null view: it points into the token
+}
+
+bool HasEscape(std::string_view raw) {
+  return !raw.empty() && std::memchr(raw.data(), '\\', raw.size()) != nullptr;
+}
+
 // Parses an integer token ("12", "-3", "12.0") into *out; false, leaving
 // *out alone, for other text. (Not an optional: see ParseMicrosToNs.)
 bool ParseIntToken(std::string_view text, int64_t* out) {
@@ -562,6 +576,7 @@ class KinetoParser {
     track_index_.clear();
     last_track_ = -1;
     kind_of_category_.clear();  // by the string ids of the table just reset
+    std::fill(intern_cache_.begin(), intern_cache_.end(), InternSlot{});  // the same
     meta_process_names_.clear();
     meta_process_labels_.clear();
     meta_log_.clear();
@@ -756,25 +771,41 @@ class KinetoParser {
   }
 
   absl::StatusOr<StringId> ReadString(od::value& v, int64_t index, std::string_view field) {
+    // A string as it stands in the text: a cached string is one without a
+    // backslash, so the same bytes are the same string and the check for
+    // escapes is only needed on a miss.
+    const std::string_view raw = RawStringToken(v.raw_json_token());
+    if (raw.data() != nullptr) {
+      if (const StringId* id = FindCached(raw)) return *id;
+      if (!HasEscape(raw)) {
+        if (raw.size() > options_.max_string_bytes) return StringTooLong(index, field, raw.size());
+        return Intern(raw);
+      }
+    }
     DD_ASSIGN_OR_RETURN(std::string_view s, ReadStringView(v, index, field));
-    return trace_.strings.Intern(s);
+    return Intern(s);
   }
 
   // The string, unescaped, valid until the next string is read.
   absl::StatusOr<std::string_view> ReadStringView(od::value& v, int64_t index, std::string_view field) {
-    std::string_view s;
+    std::string_view s = RawStringToken(v.raw_json_token());
+    if (s.data() != nullptr && !HasEscape(s)) {
+      if (s.size() > options_.max_string_bytes) return StringTooLong(index, field, s.size());
+      return s;
+    }
     if (auto err = v.get_string().get(s); err != simdjson::SUCCESS) {
       if (err == simdjson::INCORRECT_TYPE) {
         return EventError(index, StrCat(Quote(field), " must be a string"));
       }
       return JsonError(err, index, field);
     }
-    if (s.size() > options_.max_string_bytes) {
-      return EventError(index, StrCat(Quote(field), " is ", s.size(),
-                                            " bytes long (the limit is ", options_.max_string_bytes,
-                                            ")"));
-    }
+    if (s.size() > options_.max_string_bytes) return StringTooLong(index, field, s.size());
     return s;
+  }
+
+  absl::Status StringTooLong(int64_t index, std::string_view field, size_t size) {
+    return EventError(index, StrCat(Quote(field), " is ", size, " bytes long (the limit is ",
+                                    options_.max_string_bytes, ")"));
   }
 
   // Reads 'ph', one letter. Each distinct value is interned once, when first
@@ -1035,7 +1066,7 @@ class KinetoParser {
         raw.size() > options_.max_string_bytes) {
       return 0;
     }
-    return trace_.strings.Intern(raw);
+    return Intern(raw);
   }
 
   // Optional string arg: non-strings are counted and ignored.
@@ -1224,6 +1255,49 @@ class KinetoParser {
   Trace trace_;
   bool saw_events_ = false;
   bool phase_interned_[256] = {};  // by the phase's letter
+
+  // Interns `s` through a direct-mapped cache in front of the table: the
+  // same few thousand names, categories and shape lists recur a million
+  // times, and the table's hash reads every byte of them (shape lists run to
+  // hundreds), where the slot is picked from the length and three 8-byte
+  // pieces and a hit costs one compare with the string the table holds.
+  // Only strings without a backslash are cached (see ReadString).
+  StringId Intern(std::string_view s) {
+    if (const StringId* id = FindCached(s)) return *id;
+    const StringId id = trace_.strings.Intern(s);
+    const std::string_view stored = trace_.strings.Get(id);
+    if (!HasEscape(stored)) intern_cache_[InternSlotOf(stored)] = InternSlot{stored.data(), stored.size(), id};
+    return id;
+  }
+  const StringId* FindCached(std::string_view s) const {
+    const InternSlot& slot = intern_cache_[InternSlotOf(s)];
+    if (slot.size == s.size() && slot.data != nullptr && std::memcmp(slot.data, s.data(), s.size()) == 0) {
+      return &slot.id;
+    }
+    return nullptr;
+  }
+  static size_t InternSlotOf(std::string_view s) {
+    const size_t n = s.size();
+    uint64_t a = 0;
+    uint64_t b = 0;
+    uint64_t c = 0;
+    if (n >= 8) {
+      std::memcpy(&a, s.data(), 8);
+      std::memcpy(&b, s.data() + n - 8, 8);
+      std::memcpy(&c, s.data() + n / 2 - 4, 8);
+    } else if (n > 0) {
+      std::memcpy(&a, s.data(), n);
+    }
+    const uint64_t h = (a * 0x9E3779B97F4A7C15ULL) ^ (b * 0xC2B2AE3D27D4EB4FULL) ^ (c * 0x165667B19E3779F9ULL) ^ n;
+    return static_cast<size_t>((h ^ (h >> 29)) * 0xBF58476D1CE4E5B9ULL >> (64 - kInternCacheBits));
+  }
+  struct InternSlot {
+    const char* data = nullptr;
+    size_t size = 0;
+    StringId id = 0;
+  };
+  static constexpr int kInternCacheBits = 12;
+  std::vector<InternSlot> intern_cache_ = std::vector<InternSlot>(size_t{1} << kInternCacheBits);
   bool doc_started_ = false;
   // The input window (see Fill).
   std::string buf_;

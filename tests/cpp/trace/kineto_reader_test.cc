@@ -563,6 +563,30 @@ TEST_CASE("reader refuses a string longer than max_string_bytes", "[kineto_reade
   CHECK(ok.ok());
 }
 
+TEST_CASE("reader unescapes strings, also ones whose text it read before", "[kineto_reader]") {
+  // Strings without escapes are read as they stand in the text and cached by
+  // those bytes. `a\\nb` unescapes to the four characters a \ n b, which are
+  // the bytes of the next name as written, `a\nb` (a, newline, b): each must
+  // keep its own meaning however often and in whatever order they come.
+  const std::string escaped_backslash = R"(a\\nb)";
+  const std::string newline = R"(a\nb)";
+  const std::string quote = R"(say \"hi\")";
+  const Trace trace = ParseOrDie(KinetoDoc(Op(escaped_backslash) + "," + Op(newline) + "," + Op(newline) + "," +
+                                           Op(escaped_backslash) + "," + Op("plain") + "," + Op("plain") + "," +
+                                           Op(quote) + "," + Op(quote) + "," + Op(R"(\u00e9t\u00e9)")));
+  REQUIRE(trace.events.size() == 9);
+  const std::vector<std::string> expected = {"a\\nb", "a\nb", "a\nb", "a\\nb", "plain", "plain",
+                                             "say \"hi\"", "say \"hi\"", "\xc3\xa9t\xc3\xa9"};
+  for (size_t i = 0; i < expected.size(); ++i) {
+    INFO("event " << i);
+    CHECK(trace.Str(trace.events[i].name) == expected[i]);
+  }
+  CHECK(trace.events[0].name == trace.events[3].name);
+  CHECK(trace.events[1].name == trace.events[2].name);
+  CHECK(trace.events[0].name != trace.events[1].name);
+  CHECK(trace.events[4].name == trace.events[5].name);
+}
+
 TEST_CASE("reader refuses more events than max_events", "[kineto_reader][errors]") {
   ReadOptions options;
   options.max_events = 2;
