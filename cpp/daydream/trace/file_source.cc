@@ -23,6 +23,7 @@ namespace {
 
 constexpr size_t kInputPiece = size_t{1} << 20;  // file bytes read at a time
 constexpr size_t kKeep = 16;                      // bytes kept before the unread input
+constexpr size_t kDirectRead = size_t{64} << 10;   // plain-file reads this large skip in_buf_
 
 bool IsGzipMagic(std::string_view data) {
   return data.size() >= 2 && static_cast<unsigned char>(data[0]) == 0x1f &&
@@ -278,8 +279,10 @@ absl::StatusOr<size_t> TraceByteStream::ReadRaw(char* dst, size_t n) {
   size_t done = 0;
   while (done < n) {
     if (in_ == in_end_) {
-      // Large reads of a plain file go straight to the caller's buffer.
-      if (!in_eof_ && memory_.data() == nullptr && n - done >= in_buf_.size()) {
+      // Large reads of a plain file go straight to the caller's buffer (the
+      // reader asks for what is left of a 1 MiB window: mostly just under a
+      // piece, which through in_buf_ cost a second copy of the whole file).
+      if (!in_eof_ && memory_.data() == nullptr && n - done >= kDirectRead) {
         DD_ASSIGN_OR_RETURN(const size_t got, ReadSome(fd_, source_, dst + done, n - done));
         if (got == 0) {
           in_eof_ = true;
