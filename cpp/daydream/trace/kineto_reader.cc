@@ -315,7 +315,12 @@ class KinetoParser {
     }
   }
 
-  absl::Status Malformed(std::string_view expected) const {
+  // Quotes 16 bytes of what was found: read up to them first, so that the
+  // quote does not depend on how much a window happened to have read (a
+  // parse two windows at a time reads ahead). A read error there leaves
+  // the quote shorter: the text is malformed either way.
+  absl::Status Malformed(std::string_view expected) {
+    Fill(16).IgnoreError();
     return Invalid(StrCat("the JSON is malformed at byte ", Global(begin_), ": expected ", expected,
                           ", found ", Quote(Printable(Text(begin_, std::min(end_, begin_ + 16))))));
   }
