@@ -84,6 +84,140 @@ bool HasEscape(std::string_view raw) {
   return !raw.empty() && std::memchr(raw.data(), '\\', raw.size()) != nullptr;
 }
 
+bool IsJsonBlank(char c) { return c == ' ' || c == '\n' || c == '\r' || c == '\t'; }
+bool IsDigitChar(char c) { return c >= '0' && c <= '9'; }
+
+// The end of the JSON string starting at text[i] (its opening quote), past
+// its closing quote; npos where it breaks JSON's rules (an unknown escape,
+// a bad \u, a raw control character, no closing quote).
+size_t JsonStringEnd(std::string_view text, size_t i) {
+  static constexpr std::string_view kHex = "0123456789abcdefABCDEF";
+  for (++i; i < text.size(); ++i) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    if (c == '"') return i + 1;
+    if (c < 0x20) return std::string_view::npos;
+    if (c != '\\') continue;
+    if (++i >= text.size()) return std::string_view::npos;
+    const char e = text[i];
+    if (e == 'u') {
+      if (i + 4 >= text.size()) return std::string_view::npos;
+      for (size_t k = 1; k <= 4; ++k) {
+        if (kHex.find(text[i + k]) == std::string_view::npos) return std::string_view::npos;
+      }
+      i += 4;
+    } else if (std::string_view("\"\\/bfnrt").find(e) == std::string_view::npos) {
+      return std::string_view::npos;
+    }
+  }
+  return std::string_view::npos;
+}
+
+// The end of the JSON number or literal starting at text[i]; npos where it
+// is neither (JSON's number grammar: -?(0|[1-9]d*)(.d+)?([eE][+-]?d+)?).
+size_t JsonScalarEnd(std::string_view text, size_t i) {
+  const size_t n = text.size();
+  if (i < n && (text[i] == 't' || text[i] == 'f' || text[i] == 'n')) {
+    for (std::string_view literal : {"true", "false", "null"}) {
+      if (text.substr(i, literal.size()) == literal) return i + literal.size();
+    }
+    return std::string_view::npos;
+  }
+  if (i < n && text[i] == '-') ++i;
+  if (i >= n || !IsDigitChar(text[i])) return std::string_view::npos;
+  if (text[i] == '0') {
+    ++i;
+  } else {
+    while (i < n && IsDigitChar(text[i])) ++i;
+  }
+  if (i < n && text[i] == '.') {
+    if (++i >= n || !IsDigitChar(text[i])) return std::string_view::npos;
+    while (i < n && IsDigitChar(text[i])) ++i;
+  }
+  if (i < n && (text[i] == 'e' || text[i] == 'E')) {
+    ++i;
+    if (i < n && (text[i] == '+' || text[i] == '-')) ++i;
+    if (i >= n || !IsDigitChar(text[i])) return std::string_view::npos;
+    while (i < n && IsDigitChar(text[i])) ++i;
+  }
+  return i;
+}
+
+}  // namespace
+
+// The offset of the first byte where `text` stops being one JSON value
+// (blanks around it allowed), npos when it is one. Iterative: nesting costs
+// a byte of stack each.
+size_t JsonValueErrorAt(std::string_view text) {
+  enum class Want { kValue, kValueOrClose, kKeyOrClose, kKey, kColon, kCommaOrClose };
+  std::string open;  // '[' or '{' per open container
+  Want want = Want::kValue;
+  size_t i = 0;
+  const auto close = [&] {
+    open.pop_back();
+    ++i;
+    want = Want::kCommaOrClose;
+  };
+  while (true) {
+    while (i < text.size() && IsJsonBlank(text[i])) ++i;
+    if (i >= text.size()) return want == Want::kCommaOrClose && open.empty() ? std::string_view::npos : i;
+    const char c = text[i];
+    switch (want) {
+      case Want::kKeyOrClose:
+      case Want::kKey:
+        if (want == Want::kKeyOrClose && c == '}') {
+          close();
+          break;
+        }
+        if (c != '"') return i;
+        if (const size_t end = JsonStringEnd(text, i); end != std::string_view::npos) {
+          i = end;
+        } else {
+          return i;
+        }
+        want = Want::kColon;
+        break;
+      case Want::kColon:
+        if (c != ':') return i;
+        ++i;
+        want = Want::kValue;
+        break;
+      case Want::kValueOrClose:
+      case Want::kValue:
+        if (want == Want::kValueOrClose && c == ']') {
+          close();
+        } else if (c == '{' || c == '[') {
+          open.push_back(c);
+          ++i;
+          want = c == '{' ? Want::kKeyOrClose : Want::kValueOrClose;
+        } else {
+          const size_t end = c == '"' ? JsonStringEnd(text, i) : JsonScalarEnd(text, i);
+          if (end == std::string_view::npos) return i;
+          // A number or literal ends at a blank or a structural character.
+          if (c != '"' && end < text.size() && !IsJsonBlank(text[end]) && text[end] != ',' && text[end] != ']' &&
+              text[end] != '}') {
+            return end;
+          }
+          i = end;
+          want = Want::kCommaOrClose;
+        }
+        break;
+      case Want::kCommaOrClose:
+        if (open.empty()) return i;  // text after the value
+        if (c == ',') {
+          ++i;
+          want = open.back() == '{' ? Want::kKey : Want::kValue;
+        } else if (c == (open.back() == '{' ? '}' : ']')) {
+          close();
+        } else {
+          return i;
+        }
+        break;
+    }
+  }
+}
+
+namespace {
+
 // Parses an integer token ("12", "-3", "12.0") into *out; false, leaving
 // *out alone, for other text. (Not an optional: see ParseMicrosToNs.)
 bool ParseIntToken(std::string_view text, int64_t* out) {
@@ -380,14 +514,14 @@ class KinetoParser {
         ++begin_;
         DD_RETURN_IF_ERROR(ParseEventStream(2));
         saw_events_ = true;
-      } else if (key == "\"deviceProperties\"" || key == "\"distributedInfo\"" || key == "\"traceName\"" ||
-                 key == "\"baseTimeNanoseconds\"" || key == "\"schemaVersion\"") {
-        DD_ASSIGN_OR_RETURN(const size_t value_end, ValueEnd());
-        DD_RETURN_IF_ERROR(ParseTopMember(key, value_end));
-        begin_ = value_end;
       } else {
-        DD_ASSIGN_OR_RETURN(const size_t value_end, ValueEnd());  // skipped
+        DD_ASSIGN_OR_RETURN(const size_t value_end, ValueEnd());
         DD_RETURN_IF_ERROR(CheckUtf8(Text(begin_, value_end)));
+        DD_RETURN_IF_ERROR(CheckTopMemberJson(key, value_end));
+        if (key == "\"deviceProperties\"" || key == "\"distributedInfo\"" || key == "\"traceName\"" ||
+            key == "\"baseTimeNanoseconds\"" || key == "\"schemaVersion\"") {
+          DD_RETURN_IF_ERROR(ParseTopMember(key, value_end));
+        }  // else skipped
         begin_ = value_end;
       }
       DD_ASSIGN_OR_RETURN(c, PeekNonSpace());
@@ -403,6 +537,16 @@ class KinetoParser {
   }
 
   // Parses {key: value} (the value in buf_[begin_, value_end)) on its own.
+  // The value of a top-level member (buf_[begin_, value_end)) is one JSON
+  // value: simdjson parses the few daydream reads on their own, and would
+  // not check what their objects hold that daydream does not read.
+  absl::Status CheckTopMemberJson(const std::string& key, size_t value_end) const {
+    const size_t bad = JsonValueErrorAt(Text(begin_, value_end));
+    if (bad == std::string_view::npos) return absl::OkStatus();
+    return Invalid(StrCat("the JSON is malformed at byte ", Global(begin_ + bad), " (in the top-level member ",
+                          Printable(key.substr(0, 80)), ")"));
+  }
+
   absl::Status ParseTopMember(const std::string& key, size_t value_end) {
     std::string doc = StrCat("{", key, ":", Text(begin_, value_end), "}");
     const size_t size = doc.size();
@@ -500,7 +644,14 @@ class KinetoParser {
         }
       }
       DD_ASSIGN_OR_RETURN(const WindowEnd how, ParseWindow(text_end, final));
-      if (how == WindowEnd::kArrayClosed) return absl::OkStatus();
+      if (how == WindowEnd::kArrayClosed) {
+        // The scan above found no close in the rest of the input, yet the
+        // array's iteration ended: simdjson skipped a value it did not
+        // check (On-Demand validates what it is asked for) up to the
+        // window's own ']'. The text never closes: truncated.
+        if (final && !final_closed_) return Truncated();
+        return absl::OkStatus();
+      }
       if (how == WindowEnd::kCutEvent && final) return Truncated();
       if (how == WindowEnd::kNoProgress) window = 2 * std::max(window, SeenEnd() - begin_);
     }
@@ -582,6 +733,7 @@ class KinetoParser {
     last_track_ = -1;
     kind_of_category_.clear();  // by the string ids of the table just reset
     std::fill(intern_cache_.begin(), intern_cache_.end(), InternSlot{});  // the same
+    json_checked_.clear();
     meta_process_names_.clear();
     meta_process_labels_.clear();
     meta_log_.clear();
@@ -843,27 +995,105 @@ class KinetoParser {
   }
 
   // Reads an optional integer arg into *out; false when it is null or not an
-  // integer (wrong types are counted, not fatal).
-  bool ReadIntArg(od::value& v, int64_t index, std::string_view field, int64_t* out) {
+  // integer (wrong types are counted, not fatal; malformed JSON is).
+  absl::StatusOr<bool> ReadIntArg(od::value& v, int64_t index, std::string_view field, int64_t* out) {
     od::json_type t;
-    if (v.type().get(t) != simdjson::SUCCESS) return false;
+    if (auto err = v.type().get(t); err != simdjson::SUCCESS) return JsonError(err, index, field);
     bool ok = false;
     if (t == od::json_type::number) {
-      ok = ParseIntToken(v.raw_json_token(), out);
+      const std::string_view token = v.raw_json_token();
+      ok = ParseIntToken(token, out);
+      if (!ok) DD_RETURN_IF_ERROR(CheckJsonText(token, index, field));  // "1x" is no number at all
     } else if (t == od::json_type::string) {
       std::string_view s;
-      ok = v.get_string().get(s) == simdjson::SUCCESS && ParseIntToken(s, out);
+      if (auto err = v.get_string().get(s); err != simdjson::SUCCESS) return JsonError(err, index, field);
+      ok = ParseIntToken(s, out);
     } else if (t == od::json_type::null) {
+      DD_RETURN_IF_ERROR(CheckSkipped(v, index, field));  // "nul" is typed null too
       return false;
+    } else {
+      DD_RETURN_IF_ERROR(CheckSkipped(v, index, field));
     }
     if (!ok) WarnEvent("bad_arg_type", index, StrCat(": arg ", Quote(field), " is not an integer; ignored"));
     return ok;
   }
 
   // The integer arg, or `otherwise`.
-  int64_t IntArgOr(od::value& v, int64_t index, std::string_view field, int64_t otherwise) {
+  absl::StatusOr<int64_t> IntArgOr(od::value& v, int64_t index, std::string_view field, int64_t otherwise) {
     int64_t n = 0;
-    return ReadIntArg(v, index, field, &n) ? n : otherwise;
+    DD_ASSIGN_OR_RETURN(const bool read, ReadIntArg(v, index, field, &n));
+    return read ? n : otherwise;
+  }
+
+  // What simdjson's On-Demand parser leaves unchecked: a value daydream does
+  // not read (it skips it counting brackets) and the text of one it reads
+  // whole (an args array kept as text). Malformed JSON there is an error as
+  // anywhere else, not a value read as something it is not.
+  absl::Status CheckSkipped(od::value& v, int64_t index, std::string_view field) {
+    error_code err = simdjson::SUCCESS;
+    const char* const bad = SkippedValueError(v, &err);
+    if (err != simdjson::SUCCESS) return JsonError(err, index, field);
+    return bad == nullptr ? absl::OkStatus() : MalformedAt(bad, index, field);
+  }
+  // Whether `v` is an array or an object (what CheckSkipped checks; see
+  // SkippedValueError).
+  static bool IsContainer(od::value& v) {
+    const char* at = nullptr;
+    if (v.current_location().get(at) != simdjson::SUCCESS || at == nullptr) return true;  // CheckSkipped says why
+    return *at == '[' || *at == '{';
+  }
+  [[gnu::noinline]] absl::Status CheckSkipped(od::value& v, int64_t index, const od::raw_json_string& key) {
+    error_code err = simdjson::SUCCESS;
+    const char* const bad = SkippedValueError(v, &err);
+    if (err == simdjson::SUCCESS && bad == nullptr) return absl::OkStatus();
+    // The key's text up to its closing quote, for the message only.
+    const char* const raw = key.raw();
+    size_t n = 0;
+    while (n < 80 && raw[n] != '"' && raw[n] != '\0') n += raw[n] == '\\' ? 2 : 1;
+    const std::string field = Printable(std::string_view(raw, n));
+    return err != simdjson::SUCCESS ? JsonError(err, index, field) : MalformedAt(bad, index, field);
+  }
+
+  // Where the array or object `v` stops being JSON, nullptr when it is JSON
+  // (or simdjson's error in *err). On-Demand skips a value by counting
+  // brackets, so a malformed one could run on over the events after it; its
+  // text is checked whole, once per distinct text (the same shapes and
+  // argument lists recur; kept in a string table of its own, across
+  // windows). A scalar is not checked: skipping it passes one token, which
+  // hides nothing else, and checking the million of them a trace holds cost
+  // 7% of the parse.
+  const char* SkippedValueError(od::value& v, error_code* err) {
+    const std::string_view token = v.raw_json_token();
+    const char first = token.empty() ? '\0' : token.front();
+    std::string_view text;
+    if (first == '[') {
+      od::array array;
+      if ((*err = v.get_array().get(array)) != simdjson::SUCCESS) return nullptr;
+      if ((*err = array.raw_json().get(text)) != simdjson::SUCCESS) return nullptr;
+    } else if (first == '{') {
+      od::object object;
+      if ((*err = v.get_object().get(object)) != simdjson::SUCCESS) return nullptr;
+      if ((*err = object.raw_json().get(text)) != simdjson::SUCCESS) return nullptr;
+    } else {
+      return nullptr;
+    }
+    if (checked_texts_.Find(text) >= 0) return nullptr;
+    const size_t bad = JsonValueErrorAt(text);
+    if (bad != std::string_view::npos) return text.data() + bad;
+    if (text.size() <= kMaxRememberedText) checked_texts_.Intern(text);
+    return nullptr;
+  }
+
+  absl::Status MalformedAt(const char* bad, int64_t index, std::string_view field) const {
+    std::string where = index >= 0 ? StrCat("event ", index, ": ") : "";
+    return absl::InvalidArgumentError(StrCat(source_, ": ", where, Quote(field), ": the JSON is malformed at byte ",
+                                             loc_global_ + (bad - loc_base_)));
+  }
+
+  // `text` (in the document being parsed) is one JSON value.
+  absl::Status CheckJsonText(std::string_view text, int64_t index, std::string_view field) const {
+    const size_t bad = JsonValueErrorAt(text);
+    return bad == std::string_view::npos ? absl::OkStatus() : MalformedAt(text.data() + bad, index, field);
   }
 
   // Into `*id` (fields written in place: a returned IdValue read back whole
@@ -919,13 +1149,13 @@ class KinetoParser {
         std::string_view s;
         if (value.get_string().get(s) == simdjson::SUCCESS) trace_.trace_name = std::string(s);
       } else if (key == "baseTimeNanoseconds") {
-        if (int64_t n = 0; ReadIntArg(value, -1, "baseTimeNanoseconds", &n)) {
-          trace_.base_time_ns = n;
-        }
+        int64_t n = 0;
+        DD_ASSIGN_OR_RETURN(const bool read, ReadIntArg(value, -1, "baseTimeNanoseconds", &n));
+        if (read) trace_.base_time_ns = n;
       } else if (key == "schemaVersion") {
-        if (int64_t n = 0; ReadIntArg(value, -1, "schemaVersion", &n)) {
-          trace_.schema_version = n;
-        }
+        int64_t n = 0;
+        DD_ASSIGN_OR_RETURN(const bool read, ReadIntArg(value, -1, "schemaVersion", &n));
+        if (read) trace_.schema_version = n;
       }
     }
     return absl::OkStatus();
@@ -950,15 +1180,19 @@ class KinetoParser {
           std::string_view s;
           if (value.get_string().get(s) == simdjson::SUCCESS) dev.name = std::string(s);
         } else if (key == "id") {
-          dev.id = static_cast<int32_t>(IntArgOr(value, -1, "id", -1));
+          DD_ASSIGN_OR_RETURN(const int64_t id, IntArgOr(value, -1, "id", -1));
+          dev.id = static_cast<int32_t>(id);
         } else if (key == "totalGlobalMem") {
-          dev.total_global_mem = IntArgOr(value, -1, "totalGlobalMem", 0);
+          DD_ASSIGN_OR_RETURN(dev.total_global_mem, IntArgOr(value, -1, "totalGlobalMem", 0));
         } else if (key == "computeMajor") {
-          dev.compute_major = static_cast<int32_t>(IntArgOr(value, -1, "computeMajor", 0));
+          DD_ASSIGN_OR_RETURN(const int64_t major, IntArgOr(value, -1, "computeMajor", 0));
+          dev.compute_major = static_cast<int32_t>(major);
         } else if (key == "computeMinor") {
-          dev.compute_minor = static_cast<int32_t>(IntArgOr(value, -1, "computeMinor", 0));
+          DD_ASSIGN_OR_RETURN(const int64_t minor, IntArgOr(value, -1, "computeMinor", 0));
+          dev.compute_minor = static_cast<int32_t>(minor);
         } else if (key == "numSms") {
-          dev.num_sms = static_cast<int32_t>(IntArgOr(value, -1, "numSms", 0));
+          DD_ASSIGN_OR_RETURN(const int64_t sms, IntArgOr(value, -1, "numSms", 0));
+          dev.num_sms = static_cast<int32_t>(sms);
         }
       }
       trace_.devices.push_back(std::move(dev));
@@ -975,13 +1209,13 @@ class KinetoParser {
       const od::raw_json_string key = field.key();
       od::value value = field.value();
       if (key == "rank") {
-        if (int64_t n = 0; ReadIntArg(value, -1, "distributedInfo.rank", &n)) {
-          trace_.rank = static_cast<int32_t>(n);
-        }
+        int64_t n = 0;
+        DD_ASSIGN_OR_RETURN(const bool read, ReadIntArg(value, -1, "distributedInfo.rank", &n));
+        if (read) trace_.rank = static_cast<int32_t>(n);
       } else if (key == "world_size") {
-        if (int64_t n = 0; ReadIntArg(value, -1, "distributedInfo.world_size", &n)) {
-          trace_.world_size = static_cast<int32_t>(n);
-        }
+        int64_t n = 0;
+        DD_ASSIGN_OR_RETURN(const bool read, ReadIntArg(value, -1, "distributedInfo.world_size", &n));
+        if (read) trace_.world_size = static_cast<int32_t>(n);
       } else if (key == "backend") {
         std::string_view s;
         if (value.get_string().get(s) == simdjson::SUCCESS) trace_.backend = std::string(s);
@@ -1006,32 +1240,34 @@ class KinetoParser {
       const od::raw_json_string key = field.key();
       od::value& v = field.value();
       if (key == "correlation") {
-        ev.correlation = IntArgOr(v, index, "correlation", kUnset);
+        DD_ASSIGN_OR_RETURN(ev.correlation, IntArgOr(v, index, "correlation", kUnset));
       } else if (key == "External id") {
-        ev.external_id = IntArgOr(v, index, "External id", kUnset);
+        DD_ASSIGN_OR_RETURN(ev.external_id, IntArgOr(v, index, "External id", kUnset));
       } else if (key == "Sequence number") {
-        ev.sequence_number = IntArgOr(v, index, "Sequence number", kUnset);
+        DD_ASSIGN_OR_RETURN(ev.sequence_number, IntArgOr(v, index, "Sequence number", kUnset));
       } else if (key == "device") {
-        ev.device = static_cast<int32_t>(IntArgOr(v, index, "device", -1));
+        DD_ASSIGN_OR_RETURN(const int64_t device, IntArgOr(v, index, "device", -1));
+        ev.device = static_cast<int32_t>(device);
       } else if (key == "stream") {
-        ev.stream = IntArgOr(v, index, "stream", kUnset);
+        DD_ASSIGN_OR_RETURN(ev.stream, IntArgOr(v, index, "stream", kUnset));
       } else if (key == "bytes" || key == "Bytes") {
-        ev.bytes = IntArgOr(v, index, "bytes", kUnset);
+        DD_ASSIGN_OR_RETURN(ev.bytes, IntArgOr(v, index, "bytes", kUnset));
       } else if (key == "In msg nelems") {
-        ev.in_msg_nelems = IntArgOr(v, index, "In msg nelems", kUnset);
+        DD_ASSIGN_OR_RETURN(ev.in_msg_nelems, IntArgOr(v, index, "In msg nelems", kUnset));
       } else if (key == "wait_on_stream") {
-        ev.wait_on_stream = IntArgOr(v, index, "wait_on_stream", kUnset);
+        DD_ASSIGN_OR_RETURN(ev.wait_on_stream, IntArgOr(v, index, "wait_on_stream", kUnset));
       } else if (key == "wait_on_cuda_event_record_corr_id") {
-        ev.wait_on_event_record_correlation =
-            IntArgOr(v, index, "wait_on_cuda_event_record_corr_id", kUnset);
+        DD_ASSIGN_OR_RETURN(ev.wait_on_event_record_correlation,
+                            IntArgOr(v, index, "wait_on_cuda_event_record_corr_id", kUnset));
       } else if (key == "Input Dims") {
-        ev.input_dims = ReadRawArray(v);
+        DD_ASSIGN_OR_RETURN(ev.input_dims, ReadRawArray(v, index, "Input Dims"));
       } else if (key == "Input type") {
-        ev.input_types = ReadRawArray(v);
+        DD_ASSIGN_OR_RETURN(ev.input_types, ReadRawArray(v, index, "Input type"));
       } else if (key == "grid") {
-        ev.grid_blocks = ReadDimsProduct(v);
+        DD_ASSIGN_OR_RETURN(ev.grid_blocks, ReadDimsProduct(v, index, "grid"));
       } else if (key == "block") {
-        ev.block_threads = static_cast<int32_t>(std::min<int64_t>(ReadDimsProduct(v), INT32_MAX));
+        DD_ASSIGN_OR_RETURN(const int64_t threads, ReadDimsProduct(v, index, "block"));
+        ev.block_threads = static_cast<int32_t>(std::min<int64_t>(threads, INT32_MAX));
       } else if (key == "dtype") {
         DD_ASSIGN_OR_RETURN(ev.dtype, ReadArgString(v, index, "dtype"));
       } else if (key == "cuda_sync_kind") {
@@ -1041,7 +1277,9 @@ class KinetoParser {
       } else if (key == "labels") {
         DD_ASSIGN_OR_RETURN(s.meta_labels, ReadArgString(v, index, "labels"));
       } else if (key == "sort_index") {
-        s.meta_sort_index = IntArgOr(v, index, "sort_index", kUnset);
+        DD_ASSIGN_OR_RETURN(s.meta_sort_index, IntArgOr(v, index, "sort_index", kUnset));
+      } else if (IsContainer(v)) {
+        DD_RETURN_IF_ERROR(CheckSkipped(v, index, key));
       }
     }
     return absl::OkStatus();
@@ -1049,29 +1287,68 @@ class KinetoParser {
 
   // The product of a small array of dimensions ([512, 1, 1] -> 512);
   // kUnset when it is not an array of positive integers.
-  int64_t ReadDimsProduct(od::value& v) {
+  absl::StatusOr<int64_t> ReadDimsProduct(od::value& v, int64_t index, std::string_view field) {
+    od::json_type t;
+    if (auto err = v.type().get(t); err != simdjson::SUCCESS) return JsonError(err, index, field);
+    if (t != od::json_type::array) {
+      DD_RETURN_IF_ERROR(CheckSkipped(v, index, field));
+      return kUnset;
+    }
     od::array array;
-    if (v.get_array().get(array) != simdjson::SUCCESS) return kUnset;
+    if (auto err = v.get_array().get(array); err != simdjson::SUCCESS) return JsonError(err, index, field);
     int64_t product = 1;
-    for (auto item : array) {
+    for (auto item_result : array) {  // every item, so that the array is checked to its end
+      if (auto err = item_result.error(); err != simdjson::SUCCESS) return JsonError(err, index, field);
+      od::value& item = item_result.value_unsafe();
+      if (auto err = item.type().get(t); err != simdjson::SUCCESS) return JsonError(err, index, field);
+      if (t != od::json_type::number) {
+        product = kUnset;
+        DD_RETURN_IF_ERROR(CheckSkipped(item, index, field));
+        continue;
+      }
+      const std::string_view token = Trim(item.raw_json_token());
       int64_t d = 0;
-      if (item.get_int64().get(d) != simdjson::SUCCESS || d <= 0 || d > (int64_t{1} << 31)) return kUnset;
-      product *= d;
-      if (product > (int64_t{1} << 40)) return kUnset;
+      const auto [end, ec] = std::from_chars(token.data(), token.data() + token.size(), d);
+      if (ec != std::errc() || end != token.data() + token.size()) {  // not an integer, or no number at all
+        product = kUnset;
+        DD_RETURN_IF_ERROR(CheckJsonText(token, index, field));
+      } else if (product != kUnset) {
+        product = d > 0 && d <= (int64_t{1} << 31) ? product * d : kUnset;
+        if (product > (int64_t{1} << 40)) product = kUnset;
+      }
     }
     return product;
   }
 
   // The raw JSON text of an array arg, interned; 0 when it is not an array
   // or is longer than the string limit.
-  StringId ReadRawArray(od::value& v) {
-    od::array array;
-    std::string_view raw;
-    if (v.get_array().get(array) != simdjson::SUCCESS || array.raw_json().get(raw) != simdjson::SUCCESS ||
-        raw.size() > options_.max_string_bytes) {
+  absl::StatusOr<StringId> ReadRawArray(od::value& v, int64_t index, std::string_view field) {
+    od::json_type t;
+    if (auto err = v.type().get(t); err != simdjson::SUCCESS) return JsonError(err, index, field);
+    if (t != od::json_type::array) {
+      DD_RETURN_IF_ERROR(CheckSkipped(v, index, field));
       return 0;
     }
-    return Intern(raw);
+    od::array array;
+    std::string_view raw;
+    if (auto err = v.get_array().get(array); err != simdjson::SUCCESS) return JsonError(err, index, field);
+    if (auto err = array.raw_json().get(raw); err != simdjson::SUCCESS) return JsonError(err, index, field);
+    if (raw.size() > options_.max_string_bytes) {
+      DD_RETURN_IF_ERROR(CheckJsonText(raw, index, field));
+      return 0;
+    }
+    // Checked as JSON the first time the table meets the text.
+    if (const StringId* id = FindCached(raw); id != nullptr && *id < static_cast<StringId>(json_checked_.size()) &&
+                                               json_checked_[static_cast<size_t>(*id)]) {
+      return *id;
+    }
+    const StringId id = Intern(raw);
+    if (static_cast<size_t>(id) >= json_checked_.size()) json_checked_.resize(static_cast<size_t>(id) + 1, false);
+    if (!json_checked_[static_cast<size_t>(id)]) {
+      DD_RETURN_IF_ERROR(CheckJsonText(raw, index, field));
+      json_checked_[static_cast<size_t>(id)] = true;
+    }
+    return id;
   }
 
   // Optional string arg: non-strings are counted and ignored.
@@ -1126,6 +1403,8 @@ class KinetoParser {
         }
       } else if (key == "args") {
         DD_RETURN_IF_ERROR(ParseArgs(v, s, index));
+      } else if (IsContainer(v)) {
+        DD_RETURN_IF_ERROR(CheckSkipped(v, index, key));
       }
     }
     if (!s.has_ph) return EventError(index, "no 'ph' (event phase)");
@@ -1302,6 +1581,11 @@ class KinetoParser {
     StringId id = 0;
   };
   static constexpr int kInternCacheBits = 12;
+  // Strings of the table checked as JSON (raw args arrays), by id; and the
+  // texts of skipped arrays and objects found well-formed (up to 4 KiB each).
+  std::vector<bool> json_checked_;
+  StringTable checked_texts_;
+  static constexpr size_t kMaxRememberedText = 4096;
   std::vector<InternSlot> intern_cache_ = std::vector<InternSlot>(size_t{1} << kInternCacheBits);
   bool doc_started_ = false;
   // The input window (see Fill).

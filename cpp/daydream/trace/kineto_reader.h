@@ -49,6 +49,12 @@ absl::StatusOr<Trace> ParseTraceJson(std::string_view json, const std::string& s
 absl::StatusOr<Trace> ParseTraceText(const std::string& text, const std::string& source = "<memory>",
                                      const ReadOptions& options = {});
 
+// The offset of the first byte where `text` stops being one JSON value
+// (blanks around it allowed), or std::string_view::npos when it is one. The
+// reader checks with it what simdjson's On-Demand parser skips unchecked.
+// UTF-8 is not checked here.
+size_t JsonValueErrorAt(std::string_view text);
+
 // Bytes of padding the parser needs after the JSON text.
 size_t JsonPadding();
 
