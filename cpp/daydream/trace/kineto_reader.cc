@@ -1080,7 +1080,9 @@ class KinetoParser {
     if (checked_texts_.Find(text) >= 0) return nullptr;
     const size_t bad = JsonValueErrorAt(text);
     if (bad != std::string_view::npos) return text.data() + bad;
-    if (text.size() <= kMaxRememberedText) checked_texts_.Intern(text);
+    if (text.size() <= kMaxRememberedText && checked_texts_.arena_bytes() < kMaxRememberedBytes) {
+      checked_texts_.Intern(text);
+    }
     return nullptr;
   }
 
@@ -1582,10 +1584,13 @@ class KinetoParser {
   };
   static constexpr int kInternCacheBits = 12;
   // Strings of the table checked as JSON (raw args arrays), by id; and the
-  // texts of skipped arrays and objects found well-formed (up to 4 KiB each).
+  // texts of skipped arrays and objects found well-formed (up to 4 KiB each,
+  // 16 MiB in all: a trace whose every skipped array differs costs checks,
+  // not memory).
   std::vector<bool> json_checked_;
   StringTable checked_texts_;
   static constexpr size_t kMaxRememberedText = 4096;
+  static constexpr size_t kMaxRememberedBytes = size_t{16} << 20;  // then checked each time met
   std::vector<InternSlot> intern_cache_ = std::vector<InternSlot>(size_t{1} << kInternCacheBits);
   bool doc_started_ = false;
   // The input window (see Fill).
