@@ -1025,10 +1025,9 @@ class KinetoParser {
     return read ? n : otherwise;
   }
 
-  // What simdjson's On-Demand parser leaves unchecked: a value daydream does
-  // not read (it skips it counting brackets) and the text of one it reads
-  // whole (an args array kept as text). Malformed JSON there is an error as
-  // anywhere else, not a value read as something it is not.
+  // A value daydream does not read, which simdjson's On-Demand parser would
+  // skip unchecked, counting brackets: malformed JSON in an array or object
+  // there is an error as anywhere else (scalars: see SkippedValueError).
   absl::Status CheckSkipped(od::value& v, int64_t index, std::string_view field) {
     error_code err = simdjson::SUCCESS;
     const char* const bad = SkippedValueError(v, &err);
