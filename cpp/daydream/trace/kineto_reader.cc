@@ -536,7 +536,6 @@ class KinetoParser {
     }
   }
 
-  // Parses {key: value} (the value in buf_[begin_, value_end)) on its own.
   // The value of a top-level member (buf_[begin_, value_end)) is one JSON
   // value: simdjson parses the few daydream reads on their own, and would
   // not check what their objects hold that daydream does not read.
@@ -547,6 +546,7 @@ class KinetoParser {
                           Printable(key.substr(0, 80)), ")"));
   }
 
+  // Parses {key: value} (the value in buf_[begin_, value_end)) on its own.
   absl::Status ParseTopMember(const std::string& key, size_t value_end) {
     std::string doc = StrCat("{", key, ":", Text(begin_, value_end), "}");
     const size_t size = doc.size();
@@ -928,16 +928,11 @@ class KinetoParser {
   }
 
   absl::StatusOr<StringId> ReadString(od::value& v, int64_t index, std::string_view field) {
-    // A string as it stands in the text: a cached string is one without a
-    // backslash, so the same bytes are the same string and the check for
-    // escapes is only needed on a miss.
-    const std::string_view raw = RawStringToken(v.raw_json_token());
-    if (raw.data() != nullptr) {
+    // The string as it stands in the text first: a cached string is one
+    // without a backslash, so the same bytes are the same string, and the
+    // check for escapes (in ReadStringView) is only needed on a miss.
+    if (const std::string_view raw = RawStringToken(v.raw_json_token()); raw.data() != nullptr) {
       if (const StringId* id = FindCached(raw)) return *id;
-      if (!HasEscape(raw)) {
-        if (raw.size() > options_.max_string_bytes) return StringTooLong(index, field, raw.size());
-        return Intern(raw);
-      }
     }
     DD_ASSIGN_OR_RETURN(std::string_view s, ReadStringView(v, index, field));
     return Intern(s);
@@ -1009,7 +1004,6 @@ class KinetoParser {
       if (auto err = v.get_string().get(s); err != simdjson::SUCCESS) return JsonError(err, index, field);
       ok = ParseIntToken(s, out);
     } else if (t == od::json_type::null) {
-      DD_RETURN_IF_ERROR(CheckSkipped(v, index, field));  // "nul" is typed null too
       return false;
     } else {
       DD_RETURN_IF_ERROR(CheckSkipped(v, index, field));
@@ -1339,15 +1333,12 @@ class KinetoParser {
       return 0;
     }
     // Checked as JSON the first time the table meets the text.
-    if (const StringId* id = FindCached(raw); id != nullptr && *id < static_cast<StringId>(json_checked_.size()) &&
-                                               json_checked_[static_cast<size_t>(*id)]) {
-      return *id;
-    }
     const StringId id = Intern(raw);
-    if (static_cast<size_t>(id) >= json_checked_.size()) json_checked_.resize(static_cast<size_t>(id) + 1, false);
-    if (!json_checked_[static_cast<size_t>(id)]) {
+    const auto i = static_cast<size_t>(id);
+    if (i >= json_checked_.size()) json_checked_.resize(i + 1, false);
+    if (!json_checked_[i]) {
       DD_RETURN_IF_ERROR(CheckJsonText(raw, index, field));
-      json_checked_[static_cast<size_t>(id)] = true;
+      json_checked_[i] = true;
     }
     return id;
   }
