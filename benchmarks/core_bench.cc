@@ -653,9 +653,9 @@ std::string CheckLine(const std::string& path) {
     DigestShares(pd, b->by_phase);
     DigestShares(pd, b->by_resource);
   }
-  DigestReport(pd, p->baseline_report);
-  DigestReport(pd, p->predicted_report);
-  DigestSchedule(pd, p->predicted_schedule);
+  DigestReport(pd, p->baseline->report);
+  DigestReport(pd, p->predicted->report);
+  DigestSchedule(pd, p->predicted->schedule);
   line += " predict=" + pd.Hex();
   return line;
 }

@@ -48,7 +48,8 @@ OUT = ROOT / "benchmarks" / "out"
 HTA_VENV = ROOT / "benchmarks" / ".venv-hta"
 OWLV2 = (ROOT.parent / "shared" / "traces" / "tracelens-nvidia" / "h100-hf-inference"
          / "google_owlv2-large-patch14-ensemble__1016001.json.gz")
-GENERATED = {"big_1m": 1_000_000, "big_10m": 10_000_000}
+# big_2m: its graph has about 1.0 M tasks (benchmarks/search_bench.py).
+GENERATED = {"big_1m": 1_000_000, "big_2m": 2_300_000, "big_10m": 10_000_000}
 MIB = 1024 * 1024
 
 # Runs in the HTA venv. Import and load are timed separately; the last line of

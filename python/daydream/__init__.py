@@ -47,6 +47,7 @@ __all__ = [
     "load_trace",
     "passes",
     "predict",
+    "predict_many",
     "profile",
     "replay",
     "simulate",
@@ -63,6 +64,7 @@ _LAZY = {
     "Prediction": "prediction",
     "passes": "prediction",
     "predict": "prediction",
+    "predict_many": "prediction",
 }
 _LAZY_MODULES = ("calibrate", "capture", "cupti", "prediction")
 

@@ -13,6 +13,7 @@ Example::
 from __future__ import annotations
 
 import os
+import weakref
 from dataclasses import asdict, dataclass, field
 from typing import Any, Dict, List, Optional, Union
 
@@ -25,6 +26,18 @@ PathLike = Union[str, "os.PathLike[str]"]
 #: ``daydream replay`` without ``--verbose``, which would drop them, turns it
 #: off and so never imports ``logging`` (a fifth of its import time).
 log_trace_warnings = True
+
+
+#: Each graph's baseline replay, kept by ``daydream.predict`` for the next
+#: prediction from the same graph (a what-if search predicts many variants of
+#: one graph, and replaying the baseline was a fifth of each prediction);
+#: dropped with the graph, and by whatever changes it in place.
+_baseline_replays: "weakref.WeakKeyDictionary[Graph, Schedule]" = weakref.WeakKeyDictionary()
+
+
+def _forget_baseline(graph: Graph) -> None:
+    """Drops ``graph``'s remembered baseline replay: call it after changing ``graph`` in place."""
+    _baseline_replays.pop(graph, None)
 
 
 def _log_warnings(source: str, warnings: List[Dict[str, Any]]) -> None:

@@ -126,7 +126,8 @@ class Prediction:
     after: Dict[str, Dict[str, float]]
     critical_path: Dict[str, Any]
     baseline: Graph = field(repr=False, compare=False)
-    graph: Graph = field(repr=False, compare=False)
+    #: The predicted graph; None in the results of ``predict_many`` without ``keep_graphs``.
+    graph: Optional[Graph] = field(repr=False, compare=False)
     _result: Any = field(repr=False, compare=False)
 
     @property
@@ -142,6 +143,9 @@ class Prediction:
     def timeline(self, path: Union[str, "os.PathLike[str]"]) -> None:
         """Writes baseline and predicted schedules side by side (two processes
         in one Chrome-trace file; open it in https://ui.perfetto.dev)."""
+        if self._result is None:
+            raise DaydreamError("timeline: this prediction kept no schedules (predict_many(..., keep_graphs=False)); "
+                                "predict it again with daydream.predict to write its timeline")
         writer = _core.TimelineWriter()
         writer.add(self._result.baseline_schedule, "baseline")
         writer.add(self._result.predicted_schedule, "predicted: " + " + ".join(self.opts))
@@ -516,7 +520,10 @@ def predict(
     calibration_notes += _calibrate(
         graph, requests, model, getattr(recorded, "optimizer", None), getattr(recorded, "model_input_values", None),
         getattr(recorded, "plain_step_times_ms", ()))
-    result = _core.predict(graph, requests)
+    baseline = api._baseline_replays.get(graph)
+    result = _core.predict(graph, requests, baseline)
+    if baseline is None:
+        api._baseline_replays[graph] = result.baseline_schedule
     labels = [name + (":" + ",".join(f"{k}={v}" for k, v in given.items()) if given else "")
               for name, given in requests]
     return Prediction(
@@ -534,3 +541,67 @@ def predict(
         graph=result.predicted_graph,
         _result=result,
     )
+
+
+def predict_many(
+    subject: Any,
+    opts: Sequence[OptSpec],
+    *,
+    threads: Optional[int] = None,
+    keep_graphs: bool = False,
+    inputs: Any = None,
+    target: Any = None,
+    loss_fn: Optional[Callable[..., Any]] = None,
+    optimizer: Any = None,
+    warmup: int = 2,
+    active: int = 3,
+    **options: Any,
+) -> List[Prediction]:
+    """Predicts each entry of ``opts`` from one baseline: a what-if search.
+
+    ``subject`` and the keyword arguments are as for :func:`predict`; each
+    entry of ``opts`` is what :func:`predict` takes as ``opt`` (a pass, or a
+    list of passes applied together). The baseline is recorded or read once
+    and replayed once; each variant copies the graph, runs its passes and
+    replays the copy. From a Graph or a trace file the variants run on
+    ``threads`` threads at once (default: one per CPU; the C++ work releases
+    the GIL); for a recorded model they run one after another, as their
+    calibrations time ops on this machine. Results come back in the order
+    of ``opts``; the first error is raised.
+
+    Each predicted graph is about as large as the baseline, so unless
+    ``keep_graphs`` is true the results drop theirs (``graph`` is None and
+    ``timeline()`` raises): predict the variant you choose again with
+    :func:`predict` to look at its schedule.
+
+    Example::
+
+        preds = daydream.predict_many("trace.json.gz", [f"scale:gpu={f}" for f in (0.5, 0.6, 0.7, 0.8)])
+        best = min(preds, key=lambda p: p.predicted_ms)
+    """
+    if isinstance(opts, str):
+        raise DaydreamError(f"predict_many: opts is a list with one optimization per variant, got the string "
+                            f"'{opts}' (for one prediction, use daydream.predict)")
+    specs = list(opts)
+    if threads is not None and threads < 1:
+        raise DaydreamError(f"predict_many: threads must be at least 1, got {threads}")
+    if not specs:
+        return []
+    recorded = _baseline(subject, inputs, target, loss_fn, optimizer, warmup, active)
+
+    def one(spec: OptSpec) -> Prediction:
+        pred = predict(recorded, spec, **options)
+        if not keep_graphs:
+            pred.graph = None
+            pred._result = None
+        return pred
+
+    # The first replays the baseline; the others reuse that replay.
+    first = one(specs[0])
+    workers = min(threads or os.cpu_count() or 1, len(specs) - 1)
+    if workers <= 1 or not isinstance(recorded, Graph):
+        return [first] + [one(spec) for spec in specs[1:]]
+    from concurrent.futures import ThreadPoolExecutor  # noqa: PLC0415 - only a search needs it
+
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        return [first] + list(pool.map(one, specs[1:]))

@@ -13,8 +13,9 @@ namespace daydream::python {
 
 struct ScheduleHandle {
   std::shared_ptr<const Graph> graph;
-  Schedule schedule;
-  ReplayReport report;
+  std::shared_ptr<const ReplayedGraph> replayed;  // of `graph`; a prediction's baseline shares it
+  const Schedule& schedule() const { return replayed->schedule; }
+  const ReplayReport& report() const { return replayed->report; }
 };
 
 }  // namespace daydream::python

@@ -68,21 +68,27 @@ py::dict BreakdownDict(const TimeBreakdown& b) {
 }
 
 std::shared_ptr<PredictionHandle> RunPredict(const std::shared_ptr<Graph>& graph,
-                                             const std::vector<std::pair<std::string, std::map<std::string, std::string>>>& passes) {
+                                             const std::vector<std::pair<std::string, std::map<std::string, std::string>>>& passes,
+                                             const std::shared_ptr<ScheduleHandle>& baseline) {
   std::vector<PassRequest> requests;
   for (const auto& [name, options] : passes) requests.push_back(PassRequest{name, OptionMap(options.begin(), options.end())});
+  if (baseline != nullptr && baseline->graph.get() != graph.get()) {
+    ThrowIfError(absl::InvalidArgumentError(
+        "predict: baseline= must be a replay of the graph predicted from (a baseline_schedule of it)"));
+  }
+  // With the GIL held, so that predictions on threads of their own never
+  // build the shared graph's adjacency at the same time.
+  if (!graph->has_adjacency()) graph->BuildAdjacency();
   auto handle = std::make_shared<PredictionHandle>();
   {
     py::gil_scoped_release release;
-    if (!graph->has_adjacency()) graph->BuildAdjacency();
-    handle->prediction = ValueOrThrow(Predict(*graph, requests));
+    handle->prediction = ValueOrThrow(Predict(*graph, requests, baseline != nullptr ? baseline->replayed : nullptr));
   }
   Prediction& p = handle->prediction;
   handle->predicted_graph = std::make_shared<Graph>(std::move(p.predicted_graph));
-  handle->predicted_graph->BuildAdjacency();
-  handle->baseline = std::make_shared<ScheduleHandle>(ScheduleHandle{graph, p.baseline_schedule, p.baseline_report});
-  handle->predicted = std::make_shared<ScheduleHandle>(
-      ScheduleHandle{handle->predicted_graph, p.predicted_schedule, p.predicted_report});
+  if (!handle->predicted_graph->has_adjacency()) handle->predicted_graph->BuildAdjacency();
+  handle->baseline = baseline != nullptr ? baseline : std::make_shared<ScheduleHandle>(ScheduleHandle{graph, p.baseline});
+  handle->predicted = std::make_shared<ScheduleHandle>(ScheduleHandle{handle->predicted_graph, p.predicted});
   return handle;
 }
 
@@ -115,18 +121,19 @@ void InitPasses(py::module_& m) {
       .def_property_readonly("after", [](const PredictionHandle& h) { return BreakdownDict(h.prediction.after); })
       .def_property_readonly("critical_path_before",
                              [](const PredictionHandle& h) {
-                               return CriticalPathDict(h.prediction.baseline_report.critical_path);
+                               return CriticalPathDict(h.prediction.baseline->report.critical_path);
                              })
       .def_property_readonly("critical_path_after",
                              [](const PredictionHandle& h) {
-                               return CriticalPathDict(h.prediction.predicted_report.critical_path);
+                               return CriticalPathDict(h.prediction.predicted->report.critical_path);
                              })
       .def_property_readonly("baseline_schedule", [](const PredictionHandle& h) { return h.baseline; })
       .def_property_readonly("predicted_schedule", [](const PredictionHandle& h) { return h.predicted; })
       .def_property_readonly("predicted_graph", [](const PredictionHandle& h) { return h.predicted_graph; });
 
-  m.def("predict", &RunPredict, py::arg("graph"), py::arg("passes"),
-        "Applies passes [(name, {option: text})] to a copy of graph and replays both.");
+  m.def("predict", &RunPredict, py::arg("graph"), py::arg("passes"), py::arg("baseline") = nullptr,
+        "Applies passes [(name, {option: text})] to a copy of graph and replays both; baseline, the "
+        "baseline_schedule of an earlier prediction from the same graph, saves replaying it again.");
 }
 
 }  // namespace daydream::python

@@ -121,6 +121,97 @@ def test_timeline_holds_baseline_and_prediction_side_by_side(graph: daydream.Gra
     assert len(spans) == graph.num_tasks + pred.graph.num_tasks
 
 
+def test_predictions_from_one_graph_share_its_baseline_replay(example_trace: Path) -> None:
+    from daydream import api
+
+    g = daydream.build_graph(example_trace)
+    first = daydream.predict(g, opt="scale:gpu=0.5")
+    second = daydream.predict(g, opt="scale:gpu=0.8")
+    # The second reused the first's replay of the baseline instead of simulating it again.
+    assert second._result.baseline_schedule is first._result.baseline_schedule
+    assert second.replayed_ms == first.replayed_ms
+    assert second.predicted_ms > first.predicted_ms
+    # A graph predicted from for the first time gets its own, with the same figures.
+    other = daydream.build_graph(example_trace)
+    again = daydream.predict(other, opt="scale:gpu=0.8")
+    assert again._result.baseline_schedule is not first._result.baseline_schedule
+    assert (again.replayed_ms, again.predicted_ms) == (second.replayed_ms, second.predicted_ms)
+    assert again.before == second.before and again.critical_path == second.critical_path
+    # A replay of another graph is refused.
+    with pytest.raises(daydream.DaydreamError, match="baseline= must be a replay of the graph"):
+        daydream._core.predict(g, [("scale", {})], again._result.baseline_schedule)
+    # Dropped with the graph.
+    assert g in api._baseline_replays
+    import gc
+    import weakref
+
+    kept = weakref.ref(first._result.baseline_schedule)
+    del g, first, second
+    gc.collect()
+    assert kept() is None
+
+
+def test_removing_profiler_overhead_in_place_forgets_the_graphs_baseline_replay(example_trace: Path) -> None:
+    from daydream import api, calibrate
+
+    trace = daydream.load_trace(example_trace)
+    overhead = calibrate.ProfilerOverhead(per_record_ns=4000.0, module_hook_ns=0.0, grad_hook_ns=0.0,
+                                          record_shapes=False)
+    g = daydream.build_graph(trace)
+    before = daydream.predict(g, opt="scale:gpu=0.5")
+    calibrate.remove_profiler_overhead(trace, g, overhead)
+    assert g not in api._baseline_replays
+    after = daydream.predict(g, opt="scale:gpu=0.5")
+    # As from a graph that was never predicted from before the change.
+    fresh = calibrate.remove_profiler_overhead(trace, daydream.build_graph(trace), overhead)
+    expected = daydream.predict(fresh, opt="scale:gpu=0.5")
+    assert after.before == expected.before != before.before
+    assert (after.replayed_ms, after.predicted_ms) == (expected.replayed_ms, expected.predicted_ms)
+
+
+def test_predict_many_predicts_each_variant_as_predict_does(graph: daydream.Graph) -> None:
+    specs = ["scale:gpu=0.5", ["scale:gpu=0.5,cpu=0.5", "data_parallel:network=ethernet10"], "scale:gpu=0.9",
+             "data_parallel:network=pcie"]
+    one_by_one = [daydream.predict(graph, opt=s) for s in specs]
+    for threads in (None, 1, 3):
+        many = daydream.predict_many(graph, specs, threads=threads)
+        assert [p.opts for p in many] == [p.opts for p in one_by_one]
+        assert [p.predicted_ms for p in many] == [p.predicted_ms for p in one_by_one]
+        assert [p.notes for p in many] == [p.notes for p in one_by_one]
+        assert all(p.graph is None for p in many)
+    assert daydream.predict_many(graph, []) == []
+
+
+def test_predict_many_keeps_graphs_only_when_asked(graph: daydream.Graph, tmp_path: Path) -> None:
+    dropped = daydream.predict_many(graph, ["scale:gpu=0.5", "scale:gpu=0.6"])
+    with pytest.raises(daydream.DaydreamError, match="kept no schedules.*daydream.predict"):
+        dropped[1].timeline(tmp_path / "t.json")
+    kept = daydream.predict_many(graph, ["scale:gpu=0.5", "scale:gpu=0.6"], keep_graphs=True)
+    assert kept[1].graph is not None and kept[1].graph.num_tasks == graph.num_tasks
+    kept[1].timeline(tmp_path / "t.json")
+    assert (tmp_path / "t.json").stat().st_size > 0
+
+
+def test_predict_many_from_a_trace_path_reads_it_once(example_trace: Path, monkeypatch) -> None:
+    from daydream import api
+
+    reads = []
+    load = api.load_trace
+    monkeypatch.setattr(api, "load_trace", lambda p: reads.append(p) or load(p))
+    preds = daydream.predict_many(str(example_trace), ["scale:gpu=0.5", "scale:gpu=0.8", "scale:gpu=1.2"])
+    assert len(reads) == 1
+    assert preds[0].predicted_ms < preds[1].predicted_ms < preds[2].predicted_ms
+
+
+def test_predict_many_refuses_bad_arguments_and_raises_a_variants_error(graph: daydream.Graph) -> None:
+    with pytest.raises(daydream.DaydreamError, match="one optimization per variant, got the string 'amp'"):
+        daydream.predict_many(graph, "amp")
+    with pytest.raises(daydream.DaydreamError, match="threads must be at least 1"):
+        daydream.predict_many(graph, ["scale"], threads=0)
+    with pytest.raises(daydream.DaydreamError, match="option 'gpu' must be a number, got 'fast'"):
+        daydream.predict_many(graph, ["scale:gpu=0.5", "scale:gpu=0.6", "scale:gpu=fast"], threads=2)
+
+
 def test_prediction_renders_as_text_and_html(graph: daydream.Graph) -> None:
     pred = daydream.predict(graph, opt="data_parallel:network=pcie")
     assert "predicted step" in repr(pred)

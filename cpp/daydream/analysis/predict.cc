@@ -1,8 +1,11 @@
 #include "daydream/analysis/predict.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <map>
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "daydream/base/status_macros.h"
 #include "daydream/base/strings.h"
@@ -28,21 +31,41 @@ std::vector<TimeShare> ToShares(const std::map<std::string, TimeNs>& m, TimeNs d
 }  // namespace
 
 TimeBreakdown Breakdown(const Graph& graph, const Schedule& schedule) {
-  std::map<std::string, TimeNs> by_phase, by_resource;
+  // Summed per phase and per resource first (a name per task was a string
+  // map lookup per task, a tenth of a search loop's predict), then by name:
+  // resources may share one.
+  std::vector<TimeNs> phase_busy(kNumPhases, 0), resource_busy(graph.resources.size(), 0);
+  std::vector<uint8_t> phase_seen(kNumPhases, 0), resource_seen(graph.resources.size(), 0);
   const bool whole = graph.iterations.empty();
   for (size_t t = 0; t < graph.tasks.size(); ++t) {
     const Task& task = graph.tasks[t];
     if (!whole && task.iteration < 0) continue;
     const TimeNs busy = schedule.end_ns[t] - schedule.start_ns[t];
-    by_phase[std::string(PhaseName(task.phase))] += busy;
-    by_resource[std::string(graph.Str(graph.resources[static_cast<size_t>(task.resource)].name))] += busy;
+    const auto phase = static_cast<size_t>(task.phase);
+    const auto resource = static_cast<size_t>(task.resource);
+    phase_busy[phase] += busy;
+    phase_seen[phase] = 1;
+    resource_busy[resource] += busy;
+    resource_seen[resource] = 1;
+  }
+  std::map<std::string, TimeNs> by_phase, by_resource;
+  for (size_t k = 0; k < phase_busy.size(); ++k) {
+    if (phase_seen[k]) by_phase[std::string(PhaseName(static_cast<Phase>(k)))] += phase_busy[k];
+  }
+  for (size_t r = 0; r < resource_busy.size(); ++r) {
+    if (resource_seen[r]) by_resource[std::string(graph.Str(graph.resources[r].name))] += resource_busy[r];
   }
   const auto n = static_cast<TimeNs>(std::max<size_t>(1, graph.iterations.size()));
   return TimeBreakdown{ToShares(by_phase, n), ToShares(by_resource, n)};
 }
 
-absl::StatusOr<Prediction> Predict(const Graph& baseline, const std::vector<PassRequest>& passes) {
+absl::StatusOr<Prediction> Predict(const Graph& baseline, const std::vector<PassRequest>& passes,
+                                   std::shared_ptr<const ReplayedGraph> replayed) {
   if (passes.empty()) return absl::InvalidArgumentError("predict: no optimization given");
+  if (replayed != nullptr && replayed->schedule.start_ns.size() != baseline.tasks.size()) {
+    return absl::InvalidArgumentError(StrCat("predict: the baseline replay given has ", replayed->schedule.start_ns.size(),
+                                             " tasks, the baseline graph ", baseline.tasks.size()));
+  }
   Prediction p;
   p.passes = passes;
   Pipeline pipeline;
@@ -50,30 +73,33 @@ absl::StatusOr<Prediction> Predict(const Graph& baseline, const std::vector<Pass
     DD_ASSIGN_OR_RETURN(std::unique_ptr<Pass> pass, CreatePass(r.name, r.options));
     pipeline.AddPass(std::move(pass));
   }
-  DD_ASSIGN_OR_RETURN(p.baseline_schedule, Simulate(baseline));
-  p.predicted_graph = baseline;
-  p.predicted_graph.BuildAdjacency();
+  if (replayed == nullptr) {
+    DD_ASSIGN_OR_RETURN(replayed, ReplayGraph(baseline));
+  }
+  p.baseline = std::move(replayed);
+  p.predicted_graph = baseline;  // the copy keeps the adjacency, if it was built
+  if (!p.predicted_graph.has_adjacency()) p.predicted_graph.BuildAdjacency();
   PassContext context;
   DD_RETURN_IF_ERROR(pipeline.Run(p.predicted_graph, context).status());
   p.notes = std::move(context.notes);
-  DD_ASSIGN_OR_RETURN(p.predicted_schedule, Simulate(p.predicted_graph));
-  p.baseline_report = MakeReplayReport(baseline, p.baseline_schedule);
-  p.predicted_report = MakeReplayReport(p.predicted_graph, p.predicted_schedule);
-  std::vector<TimeNs> measured, replayed, predicted;
-  for (size_t i = 0; i < p.baseline_report.iterations.size(); ++i) {
-    const IterationReplay& b = p.baseline_report.iterations[i];
-    const IterationReplay& a = p.predicted_report.iterations[std::min(i, p.predicted_report.iterations.size() - 1)];
+  DD_ASSIGN_OR_RETURN(p.predicted, ReplayGraph(p.predicted_graph));
+  const ReplayReport& before = p.baseline->report;
+  const ReplayReport& after = p.predicted->report;
+  std::vector<TimeNs> measured, replayed_steps, predicted;
+  for (size_t i = 0; i < before.iterations.size(); ++i) {
+    const IterationReplay& b = before.iterations[i];
+    const IterationReplay& a = after.iterations[std::min(i, after.iterations.size() - 1)];
     p.iterations.push_back(IterationPrediction{b.name, b.step_measured_ns, b.step_replayed_ns, a.step_replayed_ns});
     measured.push_back(b.step_measured_ns);
-    replayed.push_back(b.step_replayed_ns);
+    replayed_steps.push_back(b.step_replayed_ns);
     predicted.push_back(a.step_replayed_ns);
   }
   p.measured_ns = MedianOf(measured);
-  p.replayed_ns = MedianOf(replayed);
+  p.replayed_ns = MedianOf(replayed_steps);
   p.predicted_ns = MedianOf(predicted);
   p.speedup = p.predicted_ns > 0 ? static_cast<double>(p.replayed_ns) / static_cast<double>(p.predicted_ns) : 1.0;
-  p.before = Breakdown(baseline, p.baseline_schedule);
-  p.after = Breakdown(p.predicted_graph, p.predicted_schedule);
+  p.before = Breakdown(baseline, p.baseline->schedule);
+  p.after = Breakdown(p.predicted_graph, p.predicted->schedule);
   return p;
 }
 

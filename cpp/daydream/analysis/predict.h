@@ -4,6 +4,7 @@
 #ifndef DAYDREAM_ANALYSIS_PREDICT_H_
 #define DAYDREAM_ANALYSIS_PREDICT_H_
 
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -46,18 +47,18 @@ struct Prediction {
   std::vector<IterationPrediction> iterations;
   TimeBreakdown before;
   TimeBreakdown after;
-  ReplayReport baseline_report;
-  ReplayReport predicted_report;
+  std::shared_ptr<const ReplayedGraph> baseline;   // the one Predict was given, if any
+  std::shared_ptr<const ReplayedGraph> predicted;  // of predicted_graph
   Graph predicted_graph;
-  Schedule baseline_schedule;
-  Schedule predicted_schedule;
 };
 
-// Predicts `passes` applied in order to `baseline` (unchanged; its adjacency
-// must be current). Errors name the pass that could not apply and why.
-absl::StatusOr<Prediction> Predict(const Graph& baseline, const std::vector<PassRequest>& passes);
+// Runs `passes` on a copy of `baseline` and replays both. `replayed`, when
+// given, is `baseline`'s replay (ReplayGraph of it, unchanged since), which
+// the variants of a what-if search share instead of each simulating the
+// baseline again.
+absl::StatusOr<Prediction> Predict(const Graph& baseline, const std::vector<PassRequest>& passes,
+                                   std::shared_ptr<const ReplayedGraph> replayed = nullptr);
 
-// Busy time per iteration by phase and by resource under `schedule`.
 TimeBreakdown Breakdown(const Graph& graph, const Schedule& schedule);
 
 }  // namespace daydream

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <map>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -284,6 +285,13 @@ ReplayReport MakeReplayReport(const Graph& graph, const Schedule& schedule) {
 absl::StatusOr<ReplayReport> Replay(const Graph& graph) {
   DD_ASSIGN_OR_RETURN(Schedule schedule, Simulate(graph));
   return MakeReplayReport(graph, schedule);
+}
+
+absl::StatusOr<std::shared_ptr<const ReplayedGraph>> ReplayGraph(const Graph& graph) {
+  auto replayed = std::make_shared<ReplayedGraph>();
+  DD_ASSIGN_OR_RETURN(replayed->schedule, Simulate(graph));
+  replayed->report = MakeReplayReport(graph, replayed->schedule);
+  return replayed;
 }
 
 }  // namespace daydream

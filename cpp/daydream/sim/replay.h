@@ -4,6 +4,7 @@
 #define DAYDREAM_SIM_REPLAY_H_
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -82,6 +83,16 @@ ReplayReport MakeReplayReport(const Graph& graph, const Schedule& schedule);
 
 // Simulates `graph` and reports. The graph's adjacency must be built.
 absl::StatusOr<ReplayReport> Replay(const Graph& graph);
+
+// A graph's replay: its simulated schedule and the report on it.
+struct ReplayedGraph {
+  Schedule schedule;
+  ReplayReport report;
+};
+
+// Replay(), keeping the schedule: shared, as a prediction's baseline is by
+// every variant predicted from it. The graph's adjacency must be built.
+absl::StatusOr<std::shared_ptr<const ReplayedGraph>> ReplayGraph(const Graph& graph);
 
 // Breaks down the critical path within [from_ns, to_ns] (simulation clock).
 CriticalPathSummary SummarizeCriticalPath(const Graph& graph, const Schedule& schedule,

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -139,7 +140,7 @@ void CheckSamePrediction(const Prediction& a, const Prediction& b) {
     INFO(a.iterations[i].name);
     CHECK(a.iterations[i].predicted_ns == b.iterations[i].predicted_ns);
   }
-  CHECK(a.predicted_schedule.makespan_ns == b.predicted_schedule.makespan_ns);
+  CHECK(a.predicted->schedule.makespan_ns == b.predicted->schedule.makespan_ns);
 }
 
 void CheckPredictsBaseline(const Prediction& p) {
@@ -149,8 +150,8 @@ void CheckPredictsBaseline(const Prediction& p) {
     INFO(it.name);
     CHECK(it.predicted_ns == it.replayed_ns);
   }
-  CHECK(p.predicted_schedule.start_ns == p.baseline_schedule.start_ns);
-  CHECK(p.predicted_schedule.end_ns == p.baseline_schedule.end_ns);
+  CHECK(p.predicted->schedule.start_ns == p.baseline->schedule.start_ns);
+  CHECK(p.predicted->schedule.end_ns == p.baseline->schedule.end_ns);
 }
 
 }  // namespace
@@ -188,8 +189,8 @@ TEST_CASE("Predict reports medians of the steady-state steps of baseline and pre
   CHECK(p.predicted_ns < p.replayed_ns);
   CHECK(p.speedup == Approx(static_cast<double>(p.replayed_ns) / static_cast<double>(p.predicted_ns)));
   CHECK(p.speedup > 1.0);
-  CHECK(p.baseline_report.iterations.size() == 3);
-  CHECK(p.predicted_report.iterations.size() == 3);
+  CHECK(p.baseline->report.iterations.size() == 3);
+  CHECK(p.predicted->report.iterations.size() == 3);
   REQUIRE(p.passes.size() == 1);
   CHECK(p.passes[0].name == "scale");
   REQUIRE(p.notes.size() == 1);
@@ -213,8 +214,8 @@ TEST_CASE("Predict leaves the baseline alone and returns the changed graph and b
   CHECK(g.has_adjacency());
   CHECK(p.predicted_graph.tasks.size() == g.tasks.size() + 2);  // one bucket per iteration
   CHECK(p.predicted_graph.has_adjacency());
-  CHECK(p.baseline_schedule.start_ns.size() == g.tasks.size());
-  CHECK(p.predicted_schedule.start_ns.size() == p.predicted_graph.tasks.size());
+  CHECK(p.baseline->schedule.start_ns.size() == g.tasks.size());
+  CHECK(p.predicted->schedule.start_ns.size() == p.predicted_graph.tasks.size());
   // 4 MB over 10 Gb/s Ethernet, on the critical path before the optimizer.
   CHECK(p.predicted_ns > p.replayed_ns + 4 * kUs * 1000);
   CHECK(p.speedup < 1.0);
@@ -238,6 +239,63 @@ TEST_CASE("Predict breaks busy time down by phase and resource, before and after
   for (size_t i = 1; i < p.before.by_phase.size(); ++i) {
     CHECK(p.before.by_phase[i - 1].time_ns >= p.before.by_phase[i].time_ns);
   }
+}
+
+TEST_CASE("Predict's breakdown sums resources that share a name into one row", "[predict]") {
+  Graph g = SmallTraining({2, 3});
+  // A second stream named like the first, with one 30 us kernel per iteration.
+  const int32_t other = g.AddResource(Resource{ResourceKind::kGpuStream, 0, 9, g.strings.Intern("stream 7")});
+  for (int it = 0; it < 2; ++it) {
+    Task t;
+    t.name = g.strings.Intern("copy_kernel");
+    t.resource = other;
+    t.kind = TaskKind::kKernel;
+    t.phase = Phase::kData;
+    t.duration_ns = 30 * kUs;
+    t.iteration = it;
+    const int32_t id = g.AddTask(t);
+    g.AddEdge(g.iterations[static_cast<size_t>(it)].begin_task, id, EdgeKind::kData);
+  }
+  g.BuildAdjacency();
+  REQUIRE(g.Validate().ok());
+  absl::StatusOr<Schedule> s = Simulate(g);
+  REQUIRE(s.ok());
+  const TimeBreakdown b = Breakdown(g, *s);
+  int rows = 0;
+  for (const TimeShare& share : b.by_resource) rows += share.name == "stream 7" ? 1 : 0;
+  CHECK(rows == 1);
+  // (2 + 3) x 100 us + 2 x 50 us of the first stream and 2 x 30 us of the
+  // second, per iteration.
+  CHECK(ShareOf(b.by_resource, "stream 7") == (500 + 100 + 60) * kUs / 2);
+  CHECK(ShareOf(b.by_phase, "data") == 30 * kUs);
+}
+
+TEST_CASE("Predict reuses a baseline replay it is given, and checks that it fits", "[predict]") {
+  const Graph g = SmallTraining({3, 5, 4});
+  absl::StatusOr<std::shared_ptr<const ReplayedGraph>> replayed = ReplayGraph(g);
+  REQUIRE(replayed.ok());
+  const Prediction fresh = PredictOk(g, {{"scale", {{"gpu", "0.5"}}}});
+  absl::StatusOr<Prediction> reused = Predict(g, {{"scale", {{"gpu", "0.5"}}}}, *replayed);
+  REQUIRE(reused.ok());
+  CHECK(reused->baseline == *replayed);  // the same object, not a copy
+  CheckSamePrediction(fresh, *reused);
+  CHECK(reused->replayed_ns == fresh.replayed_ns);
+  CHECK(reused->measured_ns == fresh.measured_ns);
+  CHECK(reused->baseline->schedule.start_ns == fresh.baseline->schedule.start_ns);
+  REQUIRE(reused->before.by_phase.size() == fresh.before.by_phase.size());
+  for (size_t i = 0; i < fresh.before.by_phase.size(); ++i) {
+    CHECK(reused->before.by_phase[i].name == fresh.before.by_phase[i].name);
+    CHECK(reused->before.by_phase[i].time_ns == fresh.before.by_phase[i].time_ns);
+  }
+
+  // A replay of another graph is refused, not read past its end.
+  const Graph other = SmallTraining({2});
+  absl::StatusOr<std::shared_ptr<const ReplayedGraph>> wrong = ReplayGraph(other);
+  REQUIRE(wrong.ok());
+  absl::StatusOr<Prediction> refused = Predict(g, {{"scale", {}}}, *wrong);
+  REQUIRE_FALSE(refused.ok());
+  CHECK(refused.status().code() == absl::StatusCode::kInvalidArgument);
+  CHECK_THAT(std::string(refused.status().message()), Catch::Contains("baseline replay"));
 }
 
 TEST_CASE("Predict refuses an empty request, an unknown pass and a pass that cannot apply", "[predict]") {
