@@ -272,10 +272,11 @@ absl::Status GraphEditor::RemoveTask(int32_t task, bool keep_gap) {
   const int32_t next = SequentialNext(task);
   // Decide where iteration anchors go before changing anything, so a refused
   // removal leaves the graph as it was.
-  std::vector<std::pair<int32_t, int32_t>> anchors(graph_.iterations.size(), {-2, -2});
+  std::vector<std::pair<int32_t, int32_t>> anchors;  // per iteration, when `task` anchors one
   for (size_t i = 0; i < graph_.iterations.size(); ++i) {
     const Iteration& it = graph_.iterations[i];
     if (it.begin_task != task && it.end_task != task) continue;
+    if (anchors.empty()) anchors.assign(graph_.iterations.size(), {-2, -2});
     int32_t begin = it.begin_task, end = it.end_task;
     if (begin == task) begin = next >= 0 ? next : prev >= 0 ? prev : OtherTaskOfIteration(task, static_cast<int32_t>(i), true);
     if (end == task) end = prev >= 0 ? prev : next >= 0 ? next : OtherTaskOfIteration(task, static_cast<int32_t>(i), false);
@@ -308,13 +309,16 @@ absl::Status GraphEditor::RemoveTask(int32_t task, bool keep_gap) {
       AddEdge(a.from, b.to, BypassKind(a.kind, b.kind), a.lag_ns + b.lag_ns);
     }
   }
-  for (Tensor& tensor : graph_.tensors) {
-    if (tensor.producer == task) tensor.producer = prev;
-    for (int32_t& p : tensor.producers) {
-      if (p == task) p = prev;
+  if (Produces(task)) {
+    for (Tensor& tensor : graph_.tensors) {
+      if (tensor.producer == task) tensor.producer = prev;
+      for (int32_t& p : tensor.producers) {
+        if (p == task) p = prev;
+      }
     }
+    MarkProducer(prev);
   }
-  for (size_t i = 0; i < graph_.iterations.size(); ++i) {
+  for (size_t i = 0; i < anchors.size(); ++i) {
     if (anchors[i].first == -2) continue;
     graph_.iterations[i].begin_task = anchors[i].first;
     graph_.iterations[i].end_task = anchors[i].second;
@@ -350,6 +354,9 @@ absl::StatusOr<int32_t> GraphEditor::MergeTasks(const std::vector<int32_t>& task
   const int32_t first = *std::min_element(tasks.begin(), tasks.end());
   const int32_t resource = graph_.tasks[static_cast<size_t>(first)].resource;
   absl::flat_hash_set<int32_t> group(tasks.begin(), tasks.end());
+  // Ids outside [first, last] are not members: most lookups stop there.
+  const int32_t last = *std::max_element(tasks.begin(), tasks.end());
+  auto member = [&](int32_t t) { return t >= first && t <= last && group.contains(t); };
   for (int32_t t : tasks) {
     if (removed(t)) return absl::InvalidArgumentError(StrCat("MergeTasks: task ", t, " is removed"));
     if (graph_.tasks[static_cast<size_t>(t)].resource != resource) {
@@ -361,11 +368,11 @@ absl::StatusOr<int32_t> GraphEditor::MergeTasks(const std::vector<int32_t>& task
   for (int32_t t : tasks) {
     for (int32_t e : InEdges(t)) {
       const Edge& edge = graph_.edges[static_cast<size_t>(e)];
-      if (!group.contains(edge.from) && edge.kind != EdgeKind::kSequential) external.push_back(edge);
+      if (!member(edge.from) && edge.kind != EdgeKind::kSequential) external.push_back(edge);
     }
     for (int32_t e : OutEdges(t)) {
       const Edge& edge = graph_.edges[static_cast<size_t>(e)];
-      if (!group.contains(edge.to) && edge.kind != EdgeKind::kSequential) external.push_back(edge);
+      if (!member(edge.to) && edge.kind != EdgeKind::kSequential) external.push_back(edge);
     }
   }
   Task merged = graph_.tasks[static_cast<size_t>(first)];
@@ -379,14 +386,18 @@ absl::StatusOr<int32_t> GraphEditor::MergeTasks(const std::vector<int32_t>& task
   graph_.tasks[static_cast<size_t>(first)].gap_ns = 0;
   // What the members anchored or produced, the merged task does.
   for (Iteration& it : graph_.iterations) {
-    if (group.contains(it.begin_task)) it.begin_task = id;
-    if (group.contains(it.end_task)) it.end_task = id;
+    if (member(it.begin_task)) it.begin_task = id;
+    if (member(it.end_task)) it.end_task = id;
   }
-  for (Tensor& tensor : graph_.tensors) {
-    if (group.contains(tensor.producer)) tensor.producer = id;
-    for (int32_t& p : tensor.producers) {
-      if (group.contains(p)) p = id;
+  if (std::any_of(tasks.begin(), tasks.end(), [this](int32_t t) { return Produces(t); })) {
+    for (Tensor& tensor : graph_.tensors) {
+      if (member(tensor.producer)) tensor.producer = id;
+      for (int32_t& p : tensor.producers) {
+        if (member(p)) p = id;
+      }
     }
+    MarkProducer(id);
+    for (int32_t t : tasks) produces_[static_cast<size_t>(t)] = 0;  // handed on: their removal below need not scan
   }
   for (int32_t t : tasks) {
     // Remove without bypassing: the merged task carries the dependencies.
@@ -399,11 +410,30 @@ absl::StatusOr<int32_t> GraphEditor::MergeTasks(const std::vector<int32_t>& task
     DD_RETURN_IF_ERROR(RemoveTask(t, /*keep_gap=*/false));
   }
   for (const Edge& e : external) {
-    const int32_t from = group.contains(e.from) ? id : e.from;
-    const int32_t to = group.contains(e.to) ? id : e.to;
+    const int32_t from = member(e.from) ? id : e.from;
+    const int32_t to = member(e.to) ? id : e.to;
     if (from != to) AddEdge(from, to, e.kind, e.lag_ns);
   }
   return id;
+}
+
+bool GraphEditor::Produces(int32_t task) {
+  if (produces_tensors_ != graph_.tensors.size()) {
+    // (Re)index: first use, or tensors added since.
+    produces_.assign(graph_.tasks.size(), 0);
+    for (const Tensor& tensor : graph_.tensors) {
+      MarkProducer(tensor.producer);
+      for (int32_t p : tensor.producers) MarkProducer(p);
+    }
+    produces_tensors_ = graph_.tensors.size();
+  }
+  return task >= 0 && static_cast<size_t>(task) < produces_.size() && produces_[static_cast<size_t>(task)] != 0;
+}
+
+void GraphEditor::MarkProducer(int32_t task) {
+  if (task < 0) return;
+  if (static_cast<size_t>(task) >= produces_.size()) produces_.resize(static_cast<size_t>(task) + 1, 0);
+  produces_[static_cast<size_t>(task)] = 1;
 }
 
 bool GraphEditor::StructureChanged() const {

@@ -121,6 +121,13 @@ class GraphEditor {
   // A live task of `iteration` other than `task`: the first (or last) by id.
   int32_t OtherTaskOfIteration(int32_t task, int32_t iteration, bool first) const;
   void AppendEdgeIndex(absl::flat_hash_map<int32_t, std::vector<int32_t>>& lists, int32_t task, int32_t edge);
+  // Whether `task` is a tensor's producer (Tensor::producer or one of its
+  // producers), from an index built on first use and kept by the edits that
+  // hand a producer's tensors on. RemoveTask and MergeTasks scan the tensors
+  // only for a producer: scanning them on every call was two thirds of a
+  // cuda_graphs prediction on a 434 k-task graph (one removal per launch).
+  bool Produces(int32_t task);
+  void MarkProducer(int32_t task);
 
   Graph& graph_;
   size_t base_tasks_ = 0;  // tasks covered by the CSR adjacency
@@ -130,6 +137,8 @@ class GraphEditor {
   absl::flat_hash_map<int32_t, std::vector<int32_t>> extra_in_;
   absl::flat_hash_map<int32_t, std::vector<int32_t>> extra_out_;
   int64_t edits_ = 0;
+  std::vector<uint8_t> produces_;                       // per task, see Produces
+  size_t produces_tensors_ = static_cast<size_t>(-1);  // graph_.tensors.size() when indexed
 };
 
 }  // namespace daydream

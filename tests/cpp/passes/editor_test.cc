@@ -532,6 +532,34 @@ TEST_CASE("RemoveTask moves a tensor's producer to the task before it", "[editor
   CHECK(f.g.tensors[static_cast<size_t>(tb)].producers == std::vector<int32_t>{f.Named("a")});
 }
 
+TEST_CASE("A tensor handed on by one edit is handed on again by the next", "[editor]") {
+  // The editor scans the tensors only for tasks it knows to produce one; a
+  // task that became a producer through an edit, or a tensor added after
+  // the editor first looked, must still be followed.
+  Fixture f;
+  const int32_t a = f.Add("a", f.gpu);
+  const int32_t b = f.Add("b", f.gpu);
+  const int32_t c = f.Add("c", f.gpu);
+  const int32_t d = f.Add("d", f.gpu);
+  const int32_t e = f.Add("e", f.gpu);
+  f.Chain({a, b, c, d, e});
+  f.AddIteration("step", a, e);
+  const int32_t td = f.AddTensor("grad_d", d);
+  GraphEditor editor(f.g);
+  REQUIRE(editor.RemoveTask(d).ok());  // grad_d -> c
+  REQUIRE(editor.RemoveTask(c).ok());  // -> b, a producer only through the edit before
+  absl::StatusOr<int32_t> merged = editor.MergeTasks({a, b}, 20, "ab");  // -> ab, a task the editor added
+  REQUIRE(merged.ok());
+  const int32_t late = f.AddTensor("grad_late", e);  // after the editor first indexed the producers
+  f.g.tensors[static_cast<size_t>(late)].producers = {e};
+  REQUIRE(editor.RemoveTask(e).ok());  // grad_late -> ab
+  f.Commit(editor);
+  CHECK(f.g.TaskName(f.g.tensors[static_cast<size_t>(td)].producer) == "ab");
+  CHECK(f.g.tensors[static_cast<size_t>(td)].producers == std::vector<int32_t>{f.Named("ab")});
+  CHECK(f.g.TaskName(f.g.tensors[static_cast<size_t>(late)].producer) == "ab");
+  CHECK(f.g.tensors[static_cast<size_t>(late)].producers == std::vector<int32_t>{f.Named("ab")});
+}
+
 TEST_CASE("RemoveTask moves iteration anchors to the neighbours", "[editor]") {
   Fixture f;
   const int32_t a = f.Add("a", f.cpu);
