@@ -69,7 +69,8 @@ py::dict BreakdownDict(const TimeBreakdown& b) {
 
 std::shared_ptr<PredictionHandle> RunPredict(const std::shared_ptr<Graph>& graph,
                                              const std::vector<std::pair<std::string, std::map<std::string, std::string>>>& passes,
-                                             const std::shared_ptr<ScheduleHandle>& baseline) {
+                                             const std::shared_ptr<ScheduleHandle>& baseline,
+                                             const std::shared_ptr<PredictScratch>& scratch) {
   std::vector<PassRequest> requests;
   for (const auto& [name, options] : passes) requests.push_back(PassRequest{name, OptionMap(options.begin(), options.end())});
   if (baseline != nullptr && baseline->graph.get() != graph.get()) {
@@ -82,12 +83,18 @@ std::shared_ptr<PredictionHandle> RunPredict(const std::shared_ptr<Graph>& graph
   auto handle = std::make_shared<PredictionHandle>();
   {
     py::gil_scoped_release release;
-    handle->prediction = ValueOrThrow(Predict(*graph, requests, baseline != nullptr ? baseline->replayed : nullptr));
+    handle->prediction =
+        ValueOrThrow(Predict(*graph, requests, baseline != nullptr ? baseline->replayed : nullptr, scratch.get()));
   }
   Prediction& p = handle->prediction;
+  handle->baseline = baseline != nullptr ? baseline : std::make_shared<ScheduleHandle>(ScheduleHandle{graph, p.baseline});
+  if (scratch != nullptr) {
+    // The figures and reports stay; the graph and schedule go back to the scratch.
+    scratch->Recycle(p);
+    return handle;
+  }
   handle->predicted_graph = std::make_shared<Graph>(std::move(p.predicted_graph));
   if (!handle->predicted_graph->has_adjacency()) handle->predicted_graph->BuildAdjacency();
-  handle->baseline = baseline != nullptr ? baseline : std::make_shared<ScheduleHandle>(ScheduleHandle{graph, p.baseline});
   handle->predicted = std::make_shared<ScheduleHandle>(ScheduleHandle{handle->predicted_graph, p.predicted});
   return handle;
 }
@@ -131,9 +138,17 @@ void InitPasses(py::module_& m) {
       .def_property_readonly("predicted_schedule", [](const PredictionHandle& h) { return h.predicted; })
       .def_property_readonly("predicted_graph", [](const PredictionHandle& h) { return h.predicted_graph; });
 
+  py::class_<PredictScratch, std::shared_ptr<PredictScratch>>(
+      m, "PredictScratch",
+      "Memory one thread reuses over the predictions of a search; a prediction made in it keeps its figures "
+      "and reports but not its predicted graph and schedule.")
+      .def(py::init<>());
+
   m.def("predict", &RunPredict, py::arg("graph"), py::arg("passes"), py::arg("baseline") = nullptr,
+        py::arg("scratch") = nullptr,
         "Applies passes [(name, {option: text})] to a copy of graph and replays both; baseline, the "
-        "baseline_schedule of an earlier prediction from the same graph, saves replaying it again.");
+        "baseline_schedule of an earlier prediction from the same graph, saves replaying it again; in a "
+        "scratch (one per thread), predicted_graph and predicted_schedule are None.");
 }
 
 }  // namespace daydream::python

@@ -59,8 +59,16 @@ TimeBreakdown Breakdown(const Graph& graph, const Schedule& schedule) {
   return TimeBreakdown{ToShares(by_phase, n), ToShares(by_resource, n)};
 }
 
+void PredictScratch::Recycle(Prediction& prediction) {
+  graph = std::move(prediction.predicted_graph);
+  if (prediction.predicted != nullptr && prediction.predicted.use_count() == 1) {
+    // Made by ReplayGraph, not const, and held by nothing else.
+    simulator.Recycle(std::move(std::const_pointer_cast<ReplayedGraph>(prediction.predicted)->schedule));
+  }
+}
+
 absl::StatusOr<Prediction> Predict(const Graph& baseline, const std::vector<PassRequest>& passes,
-                                   std::shared_ptr<const ReplayedGraph> replayed) {
+                                   std::shared_ptr<const ReplayedGraph> replayed, PredictScratch* scratch) {
   if (passes.empty()) return absl::InvalidArgumentError("predict: no optimization given");
   if (replayed != nullptr && replayed->schedule.start_ns.size() != baseline.tasks.size()) {
     return absl::InvalidArgumentError(StrCat("predict: the baseline replay given has ", replayed->schedule.start_ns.size(),
@@ -77,12 +85,17 @@ absl::StatusOr<Prediction> Predict(const Graph& baseline, const std::vector<Pass
     DD_ASSIGN_OR_RETURN(replayed, ReplayGraph(baseline));
   }
   p.baseline = std::move(replayed);
-  p.predicted_graph = baseline;  // the copy keeps the adjacency, if it was built
+  if (scratch != nullptr) {
+    scratch->graph = baseline;  // into the vectors the last variant left
+    p.predicted_graph = std::move(scratch->graph);
+  } else {
+    p.predicted_graph = baseline;  // the copy keeps the adjacency, if it was built
+  }
   if (!p.predicted_graph.has_adjacency()) p.predicted_graph.BuildAdjacency();
   PassContext context;
   DD_RETURN_IF_ERROR(pipeline.Run(p.predicted_graph, context).status());
   p.notes = std::move(context.notes);
-  DD_ASSIGN_OR_RETURN(p.predicted, ReplayGraph(p.predicted_graph));
+  DD_ASSIGN_OR_RETURN(p.predicted, ReplayGraph(p.predicted_graph, scratch != nullptr ? &scratch->simulator : nullptr));
   const ReplayReport& before = p.baseline->report;
   const ReplayReport& after = p.predicted->report;
   std::vector<TimeNs> measured, replayed_steps, predicted;

@@ -52,12 +52,23 @@ struct Prediction {
   Graph predicted_graph;
 };
 
+// What one thread keeps between the predictions of a what-if search: the
+// memory of the last variant graph and of its simulation. Predict copies the
+// baseline into it; Recycle takes a prediction's graph and schedule back
+// once its figures are read (the report and the rest stay).
+struct PredictScratch {
+  Graph graph;
+  Simulator simulator;
+  void Recycle(Prediction& prediction);
+};
+
 // Runs `passes` on a copy of `baseline` and replays both. `replayed`, when
 // given, is `baseline`'s replay (ReplayGraph of it, unchanged since), which
 // the variants of a what-if search share instead of each simulating the
-// baseline again.
+// baseline again; `scratch`, the memory to work in.
 absl::StatusOr<Prediction> Predict(const Graph& baseline, const std::vector<PassRequest>& passes,
-                                   std::shared_ptr<const ReplayedGraph> replayed = nullptr);
+                                   std::shared_ptr<const ReplayedGraph> replayed = nullptr,
+                                   PredictScratch* scratch = nullptr);
 
 TimeBreakdown Breakdown(const Graph& graph, const Schedule& schedule);
 

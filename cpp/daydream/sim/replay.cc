@@ -287,9 +287,9 @@ absl::StatusOr<ReplayReport> Replay(const Graph& graph) {
   return MakeReplayReport(graph, schedule);
 }
 
-absl::StatusOr<std::shared_ptr<const ReplayedGraph>> ReplayGraph(const Graph& graph) {
+absl::StatusOr<std::shared_ptr<const ReplayedGraph>> ReplayGraph(const Graph& graph, Simulator* simulator) {
   auto replayed = std::make_shared<ReplayedGraph>();
-  DD_ASSIGN_OR_RETURN(replayed->schedule, Simulate(graph));
+  DD_ASSIGN_OR_RETURN(replayed->schedule, simulator != nullptr ? simulator->Run(graph) : Simulate(graph));
   replayed->report = MakeReplayReport(graph, replayed->schedule);
   return replayed;
 }

@@ -92,7 +92,8 @@ struct ReplayedGraph {
 
 // Replay(), keeping the schedule: shared, as a prediction's baseline is by
 // every variant predicted from it. The graph's adjacency must be built.
-absl::StatusOr<std::shared_ptr<const ReplayedGraph>> ReplayGraph(const Graph& graph);
+// With `simulator`, simulates on it (reusing its memory).
+absl::StatusOr<std::shared_ptr<const ReplayedGraph>> ReplayGraph(const Graph& graph, Simulator* simulator = nullptr);
 
 // Breaks down the critical path within [from_ns, to_ns] (simulation clock).
 CriticalPathSummary SummarizeCriticalPath(const Graph& graph, const Schedule& schedule,

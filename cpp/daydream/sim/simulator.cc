@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <memory>
 #include <queue>
 #include <vector>
 
@@ -44,18 +45,28 @@ struct WorseReady {
   }
 };
 
+}  // namespace
+
+namespace sim_internal {
+
+// One simulation's working state. Run resets it, reusing what its vectors
+// (and those of a schedule given back by Recycle) already hold.
 class Simulation {
  public:
-  explicit Simulation(const Graph& g) : g_(g) {}
-
-  absl::StatusOr<Schedule> Run() {
-    const size_t n = g_.tasks.size();
+  absl::StatusOr<Schedule> Run(const Graph& g) {
+    g_ = &g;
+    seq_ = 0;
+    events_.Clear();
+    for (auto& q : queues_) q.Clear();
+    s_.makespan_ns = 0;
+    s_.last_task = -1;
+    const size_t n = g_->tasks.size();
     s_.start_ns.assign(n, kNever);
     s_.end_ns.assign(n, kNever);
     s_.binding_task.assign(n, -1);
     s_.binding_kind.assign(n, BindingKind::kNone);
     s_.binding_edge.assign(n, -1);
-    s_.busy_ns.assign(g_.resources.size(), 0);
+    s_.busy_ns.assign(g_->resources.size(), 0);
     start_preds_.assign(n, 0);
     end_preds_.assign(n, 0);
     ready_at_.assign(n, 0);
@@ -65,11 +76,11 @@ class Simulation {
     end_ready_from_.assign(n, -1);
     end_ready_edge_.assign(n, -1);
     waiting_end_.assign(n, 0);
-    free_at_.assign(g_.resources.size(), 0);
-    last_on_resource_.assign(g_.resources.size(), -1);
-    busy_.assign(g_.resources.size(), 0);
-    queues_.resize(g_.resources.size());
-    for (const Edge& e : g_.edges) {
+    free_at_.assign(g_->resources.size(), 0);
+    last_on_resource_.assign(g_->resources.size(), -1);
+    busy_.assign(g_->resources.size(), 0);
+    queues_.resize(g_->resources.size());
+    for (const Edge& e : g_->edges) {
       if (ToHeadEnd(e.kind)) ++end_preds_[static_cast<size_t>(e.to)];
       else ++start_preds_[static_cast<size_t>(e.to)];
     }
@@ -81,14 +92,14 @@ class Simulation {
     // id, not by which event happened to be handled first.
     size_t finished = 0;
     std::vector<int32_t> touched;
-    std::vector<uint8_t> is_touched(g_.resources.size(), 0);
+    std::vector<uint8_t> is_touched(g_->resources.size(), 0);
     while (!events_.empty()) {
       const TimeNs now = events_.top().time;
       while (!events_.empty() && events_.top().time == now) {
         const SimEvent ev = events_.top();
         events_.pop();
         const int32_t t = ev.task();
-        const Task& task = g_.tasks[static_cast<size_t>(t)];
+        const Task& task = g_->tasks[static_cast<size_t>(t)];
         if (ev.type() == EventType::kReady) {
           queues_[static_cast<size_t>(task.resource)].push(ReadyEntry{task.priority, t});
         } else {
@@ -112,8 +123,8 @@ class Simulation {
         if (s_.end_ns[t] == kNever) {
           return absl::FailedPreconditionError(StrCat(
               "simulation deadlocked: ", n - finished, " tasks never finished, first task ", t, " (",
-              g_.TaskName(static_cast<int32_t>(t)), ") on ",
-              g_.Str(g_.resources[static_cast<size_t>(g_.tasks[t].resource)].name)));
+              g_->TaskName(static_cast<int32_t>(t)), ") on ",
+              g_->Str(g_->resources[static_cast<size_t>(g_->tasks[t].resource)].name)));
         }
       }
     }
@@ -126,7 +137,15 @@ class Simulation {
     return std::move(s_);
   }
 
+  void Recycle(Schedule&& schedule) { s_ = std::move(schedule); }
+
  private:
+  // A heap whose storage outlives clearing.
+  template <typename T, typename Less>
+  struct Heap : std::priority_queue<T, std::vector<T>, Less> {
+    void Clear() { this->c.clear(); }
+  };
+
   void Push(TimeNs time, int32_t task, EventType type) {
     events_.push(SimEvent{time, seq_++, static_cast<uint32_t>(task) << 1 | static_cast<uint32_t>(type)});
   }
@@ -136,7 +155,7 @@ class Simulation {
     if (busy_[r] || queues_[r].empty()) return;
     const int32_t t = queues_[r].top().task;
     queues_[r].pop();
-    const Task& task = g_.tasks[static_cast<size_t>(t)];
+    const Task& task = g_->tasks[static_cast<size_t>(t)];
     const TimeNs after_resource = free_at_[r] + task.gap_ns;
     const TimeNs ready = ready_at_[static_cast<size_t>(t)];
     TimeNs start = std::max(now, ready);
@@ -153,8 +172,8 @@ class Simulation {
     s_.binding_kind[static_cast<size_t>(t)] = binding;
     s_.binding_edge[static_cast<size_t>(t)] = binding == BindingKind::kEdge ? ready_edge_[static_cast<size_t>(t)] : -1;
     // Edges measured from this task's start release their heads now.
-    for (int32_t ei : g_.out_edges(t)) {
-      if (FromTailStart(g_.edges[static_cast<size_t>(ei)].kind)) Release(ei, start);
+    for (int32_t ei : g_->out_edges(t)) {
+      if (FromTailStart(g_->edges[static_cast<size_t>(ei)].kind)) Release(ei, start);
     }
     if (end_preds_[static_cast<size_t>(t)] == 0) {
       ScheduleEnd(t);
@@ -165,7 +184,7 @@ class Simulation {
 
   void ScheduleEnd(int32_t t) {
     const auto i = static_cast<size_t>(t);
-    TimeNs end = s_.start_ns[i] + g_.tasks[i].duration_ns;
+    TimeNs end = s_.start_ns[i] + g_->tasks[i].duration_ns;
     if (end_ready_at_[i] > end) {
       end = end_ready_at_[i];
       s_.binding_task[i] = end_ready_from_[i];
@@ -176,7 +195,7 @@ class Simulation {
   }
 
   void Release(int32_t ei, TimeNs anchor) {
-    const Edge& e = g_.edges[static_cast<size_t>(ei)];
+    const Edge& e = g_->edges[static_cast<size_t>(ei)];
     const auto h = static_cast<size_t>(e.to);
     const TimeNs when = anchor + e.lag_ns;
     if (ToHeadEnd(e.kind)) {
@@ -201,19 +220,19 @@ class Simulation {
 
   void Finish(int32_t t, TimeNs now) {
     const auto i = static_cast<size_t>(t);
-    const Task& task = g_.tasks[i];
+    const Task& task = g_->tasks[i];
     const auto r = static_cast<size_t>(task.resource);
     s_.end_ns[i] = now;
     s_.busy_ns[r] += now - s_.start_ns[i];
     free_at_[r] = now;
     last_on_resource_[r] = t;
     busy_[r] = 0;
-    for (int32_t ei : g_.out_edges(t)) {
-      if (!FromTailStart(g_.edges[static_cast<size_t>(ei)].kind)) Release(ei, now);
+    for (int32_t ei : g_->out_edges(t)) {
+      if (!FromTailStart(g_->edges[static_cast<size_t>(ei)].kind)) Release(ei, now);
     }
   }
 
-  const Graph& g_;
+  const Graph* g_ = nullptr;
   Schedule s_;
   std::vector<int32_t> start_preds_, end_preds_;
   std::vector<TimeNs> ready_at_, end_ready_at_;
@@ -223,20 +242,28 @@ class Simulation {
   std::vector<TimeNs> free_at_;
   std::vector<int32_t> last_on_resource_;
   std::vector<uint8_t> busy_;
-  std::vector<std::priority_queue<ReadyEntry, std::vector<ReadyEntry>, WorseReady>> queues_;
-  std::priority_queue<SimEvent, std::vector<SimEvent>, LaterEvent> events_;
+  std::vector<Heap<ReadyEntry, WorseReady>> queues_;
+  Heap<SimEvent, LaterEvent> events_;
   uint32_t seq_ = 0;
 };
 
-}  // namespace
+}  // namespace sim_internal
 
-absl::StatusOr<Schedule> Simulate(const Graph& graph) {
+absl::StatusOr<Schedule> Simulate(const Graph& graph) { return Simulator().Run(graph); }
+
+Simulator::Simulator() : sim_(std::make_unique<sim_internal::Simulation>()) {}
+Simulator::~Simulator() = default;
+Simulator::Simulator(Simulator&&) noexcept = default;
+Simulator& Simulator::operator=(Simulator&&) noexcept = default;
+
+absl::StatusOr<Schedule> Simulator::Run(const Graph& graph) {
   if (!graph.has_adjacency()) {
     return absl::FailedPreconditionError("Simulate: the graph's adjacency is stale; call BuildAdjacency()");
   }
-  Simulation sim(graph);
-  return sim.Run();
+  return sim_->Run(graph);
 }
+
+void Simulator::Recycle(Schedule&& schedule) { sim_->Recycle(std::move(schedule)); }
 
 std::vector<int32_t> CriticalPath(const Schedule& schedule, int32_t last) {
   std::vector<int32_t> path;

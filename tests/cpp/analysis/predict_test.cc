@@ -298,6 +298,37 @@ TEST_CASE("Predict reuses a baseline replay it is given, and checks that it fits
   CHECK_THAT(std::string(refused.status().message()), Catch::Contains("baseline replay"));
 }
 
+TEST_CASE("Predict in a scratch gives what it gives without, variant after variant", "[predict]") {
+  const Graph& g = ResNetGraph();
+  absl::StatusOr<std::shared_ptr<const ReplayedGraph>> replayed = ReplayGraph(g);
+  REQUIRE(replayed.ok());
+  PredictScratch scratch;
+  // A pass that adds tasks between two that do not: the scratch's graph grows and shrinks.
+  const std::vector<std::vector<PassRequest>> variants = {
+      {{"scale", {{"gpu", "0.5"}}}},
+      {{"data_parallel", {{"world_size", "4"}, {"network", "ethernet10"}}}},
+      {{"scale", {{"gpu", "0.7"}}}},
+  };
+  for (int round = 0; round < 2; ++round) {
+    for (const auto& passes : variants) {
+      INFO("round " << round << ", " << passes[0].name);
+      const Prediction alone = PredictOk(g, passes);
+      absl::StatusOr<Prediction> p = Predict(g, passes, *replayed, &scratch);
+      REQUIRE(p.ok());
+      CheckSamePrediction(alone, *p);
+      CHECK(p->predicted->schedule.start_ns == alone.predicted->schedule.start_ns);
+      CHECK(p->predicted_graph.tasks.size() == alone.predicted_graph.tasks.size());
+      CHECK(p->predicted_graph.edges.size() == alone.predicted_graph.edges.size());
+      CHECK(p->notes == alone.notes);
+      scratch.Recycle(*p);
+      // The graph's memory is back for the next variant; the report stays.
+      CHECK(scratch.graph.tasks.capacity() >= g.tasks.size());
+      CHECK(p->predicted_graph.tasks.empty());
+      CHECK(p->predicted->report.iterations.size() == alone.predicted->report.iterations.size());
+    }
+  }
+}
+
 TEST_CASE("Predict refuses an empty request, an unknown pass and a pass that cannot apply", "[predict]") {
   const Graph g = SmallTraining({2, 2});
   absl::StatusOr<Prediction> none = Predict(g, {});

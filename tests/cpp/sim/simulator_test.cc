@@ -263,6 +263,64 @@ TEST_CASE("simulator is deterministic", "[simulator][real]") {
   }
 }
 
+namespace {
+
+void CheckSameSchedule(const Schedule& a, const Schedule& b) {
+  CHECK(a.start_ns == b.start_ns);
+  CHECK(a.end_ns == b.end_ns);
+  CHECK(a.binding_task == b.binding_task);
+  CHECK(a.binding_kind == b.binding_kind);
+  CHECK(a.binding_edge == b.binding_edge);
+  CHECK(a.busy_ns == b.busy_ns);
+  CHECK(a.makespan_ns == b.makespan_ns);
+  CHECK(a.last_task == b.last_task);
+}
+
+}  // namespace
+
+TEST_CASE("a Simulator run after run gives what Simulate gives, also after a deadlock", "[simulator][real]") {
+  auto trace = ReadTraceFile(SharedTracePath("hta-a100-2rank-nccl/nccl_data.json.gz"));
+  REQUIRE(trace.ok());
+  auto big = BuildGraph(*trace);
+  REQUIRE(big.ok());
+  Fixture small(2);
+  const int32_t a = small.Add(0, 5, 1, 0);
+  const int32_t b = small.Add(1, 7, 0, 2);
+  const int32_t c = small.Add(1, 3, 0, 9);
+  small.g.AddEdge(a, b, EdgeKind::kLaunch, 2);
+  small.g.AddEdge(a, c, EdgeKind::kLaunch, 2);
+  small.g.BuildAdjacency();
+  Fixture stuck(2);  // the deadlock of the test below
+  const int32_t sync = stuck.Add(0, 5);
+  const int32_t launch = stuck.Add(0, 5);
+  const int32_t kernel = stuck.Add(1, 10);
+  stuck.g.AddEdge(launch, kernel, EdgeKind::kLaunch);
+  stuck.g.AddEdge(kernel, sync, EdgeKind::kSync);
+  stuck.g.BuildAdjacency();
+
+  auto big_alone = Simulate(*big);
+  auto small_alone = Simulate(small.g);
+  REQUIRE(big_alone.ok());
+  REQUIRE(small_alone.ok());
+  Simulator sim;
+  for (int round = 0; round < 2; ++round) {
+    INFO("round " << round);
+    auto s1 = sim.Run(*big);
+    REQUIRE(s1.ok());
+    CheckSameSchedule(*s1, *big_alone);
+    sim.Recycle(std::move(*s1));  // the larger schedule's memory, for the smaller graph
+    auto s2 = sim.Run(small.g);
+    REQUIRE(s2.ok());
+    CheckSameSchedule(*s2, *small_alone);
+    auto s3 = sim.Run(stuck.g);  // leaves events and queues behind
+    REQUIRE_FALSE(s3.ok());
+    CHECK_THAT(std::string(s3.status().message()), Catch::StartsWith("simulation deadlocked"));
+  }
+  Graph stale = small.g;
+  stale.AddEdge(b, c, EdgeKind::kSequential);
+  CHECK(absl::IsFailedPrecondition(sim.Run(stale).status()));
+}
+
 TEST_CASE("simulator reports a deadlock the validator cannot see", "[simulator]") {
   // A sync call (task 0) takes the thread first and waits for a kernel whose
   // launch (task 1) is queued behind it on the same thread. The event graph
