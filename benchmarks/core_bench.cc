@@ -21,7 +21,9 @@
 //
 // BM_PredictLoop is a what-if search: 100 variants, each a copy of the graph,
 // the scale pass (gpu factor 0.50 ... 0.99) through a Pipeline, and a
-// simulation.
+// simulation. BM_PredictSearch is the same search through Predict, as
+// daydream.predict_many runs it on one thread: each variant also reported
+// on, all sharing the baseline's replay and one PredictScratch.
 //
 // `daydream_bench --check TRACE...` runs no benchmark: for each trace it prints
 // one line of digests (FNV-1a) of everything the stages produce: the Trace;
@@ -358,6 +360,33 @@ void BM_PredictLoop(benchmark::State& state) {
   SetTaskCounters(state, graph);
 }
 
+// The search as daydream.predict_many runs it on each thread: kPredictVariants
+// predictions (pass, replay, reports, breakdowns) sharing the baseline's
+// replay and one scratch.
+void BM_PredictSearch(benchmark::State& state) {
+  const daydream::Graph& graph = GetGraph();
+  auto replayed = daydream::ReplayGraph(graph);
+  if (!replayed.ok()) {
+    state.SkipWithError(std::string(replayed.status().message()).c_str());
+    return;
+  }
+  daydream::PredictScratch scratch;
+  for (auto _ : state) {
+    for (int i = 0; i < kPredictVariants; ++i) {
+      auto p = daydream::Predict(graph, {{"scale", {{"gpu", std::to_string(0.5 + 0.005 * i)}}}}, *replayed, &scratch);
+      if (!p.ok()) {
+        state.SkipWithError(std::string(p.status().message()).c_str());
+        return;
+      }
+      benchmark::DoNotOptimize(p->predicted_ns);
+      scratch.Recycle(*p);
+    }
+  }
+  state.counters["variants/s"] = benchmark::Counter(static_cast<double>(kPredictVariants),
+                                                    benchmark::Counter::kIsIterationInvariantRate);
+  SetTaskCounters(state, graph);
+}
+
 // Graph -> protobuf bytes.
 void BM_SerializeGraph(benchmark::State& state) {
   const daydream::Graph& graph = GetGraph();
@@ -467,6 +496,7 @@ void Register() {
   benchmark::RegisterBenchmark("BM_Simulate", BM_Simulate)->Unit(kMillisecond)->UseRealTime();
   benchmark::RegisterBenchmark("BM_Replay", BM_Replay)->Unit(kMillisecond)->UseRealTime();
   benchmark::RegisterBenchmark("BM_PredictLoop", BM_PredictLoop)->Unit(kMillisecond)->UseRealTime();
+  benchmark::RegisterBenchmark("BM_PredictSearch", BM_PredictSearch)->Unit(kMillisecond)->UseRealTime();
   benchmark::RegisterBenchmark("BM_SerializeGraph", BM_SerializeGraph)->Unit(kMillisecond)->UseRealTime();
   benchmark::RegisterBenchmark("BM_DeserializeGraph", BM_DeserializeGraph)->Unit(kMillisecond)->UseRealTime();
   benchmark::RegisterBenchmark("BM_SaveGraph", BM_SaveGraph)->Unit(kMillisecond)->UseRealTime();
