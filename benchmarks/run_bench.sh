@@ -10,7 +10,9 @@
 # file -> Trace -> Graph (benchmarks/out/rss_<name>_<stage>.json). Finally it prints a
 # summary table. Last, benchmarks/e2e_bench.py times `daydream replay` as a whole process
 # next to HolisticTraceAnalysis loading the same files (benchmarks/out/e2e.json; it makes
-# benchmarks/.venv-hta the first time).
+# benchmarks/.venv-hta the first time). Then benchmarks/search_bench.py times a what-if search
+# (100 predictions from one graph, daydream.predict_many) on big_1m and big_2m (a 1.0M-task
+# graph, generated once), in the daydream venv (benchmarks/out/search.json).
 #
 # Environment:
 #   MIN_TIME=1     seconds per benchmark (google-benchmark --benchmark_min_time)
@@ -21,6 +23,8 @@
 #   SKIP_E2E=1     skip the end-to-end / HTA comparison (it needs the daydream CLI: make install)
 #   E2E_REPS=3     rounds of the end-to-end comparison
 #   E2E_ARGS="..."  extra arguments for e2e_bench.py (e.g. --doc docs/performance.md --with-10m)
+#   SKIP_SEARCH=1  skip the what-if search (it needs the daydream module: make install)
+#   SEARCH_ARGS="..."  extra arguments for search_bench.py (e.g. --doc docs/performance.md)
 # Extra arguments go to daydream_bench (e.g. --benchmark_filter=Parse).
 set -euo pipefail
 
@@ -38,6 +42,12 @@ mkdir -p "$OUT"
 if [[ "${SKIP_E2E:-0}" != 1 ]] && [[ ! -x .venv/bin/daydream ]] && ! command -v daydream > /dev/null; then
   echo "run_bench.sh: the end-to-end comparison needs the daydream CLI: run \`make install\` first," \
     "or SKIP_E2E=1 to skip it" >&2
+  exit 1
+fi
+
+if [[ "${SKIP_SEARCH:-0}" != 1 ]] && ! .venv/bin/python -c "import daydream._core" 2> /dev/null; then
+  echo "run_bench.sh: the what-if search needs the daydream module in .venv: run \`make install\` first," \
+    "or SKIP_SEARCH=1 to skip it" >&2
   exit 1
 fi
 
@@ -126,4 +136,11 @@ if [[ "${SKIP_E2E:-0}" != 1 ]]; then
   for spec in $TRACES; do e2e_traces+=(--trace "$spec"); done
   # shellcheck disable=SC2086  # E2E_ARGS is a list of words
   python3 benchmarks/e2e_bench.py --reps "${E2E_REPS:-3}" "${e2e_traces[@]}" ${E2E_ARGS:-}
+fi
+
+if [[ "${SKIP_SEARCH:-0}" != 1 ]]; then
+  echo
+  echo "== what-if search: predict_many over 100 variants (SKIP_SEARCH=1 skips)"
+  # shellcheck disable=SC2086  # SEARCH_ARGS is a list of words
+  .venv/bin/python benchmarks/search_bench.py ${SEARCH_ARGS:-}
 fi
