@@ -551,6 +551,15 @@ def _predict_recorded(subject: Any, recorded: Any, opt: OptSpec, options: Dict[s
     )
 
 
+def _times_ops_here(graph: Graph, opt: OptSpec, options: Dict[str, Any]) -> bool:
+    """Whether predicting ``opt`` from ``graph`` (no model) may first time ops
+    on this machine (see ``_calibrate``): then no other prediction may run
+    beside it."""
+    if any(r["kind"] == "gpu_stream" for r in graph.resources()):
+        return False
+    return any(name in ("amp", "batch_size", "op_fusion") for name, _ in _requests(opt, options))
+
+
 def predict_many(
     subject: Any,
     opts: Sequence[OptSpec],
@@ -573,9 +582,10 @@ def predict_many(
     and replayed once; each variant copies the graph, runs its passes and
     replays the copy. From a Graph or a trace file the variants run on
     ``threads`` threads at once (default: one per CPU; the C++ work releases
-    the GIL); for a recorded model they run one after another, as their
-    calibrations time ops on this machine. Results come back in the order
-    of ``opts``; the first error is raised.
+    the GIL); for a recorded model, or passes that time ops on this CPU
+    first (amp, batch_size, op_fusion on a CPU-only graph), they run one
+    after another, so that nothing runs beside a measurement. Results come
+    back in the order of ``opts``; the first error is raised.
 
     Each predicted graph is about as large as the baseline, so unless
     ``keep_graphs`` is true the results drop theirs (``graph`` is None and
@@ -616,7 +626,7 @@ def predict_many(
     # The first replays the baseline; the others reuse that replay.
     first = one(specs[0])
     workers = min(threads or os.cpu_count() or 1, len(specs) - 1)
-    if workers <= 1 or not isinstance(recorded, Graph):
+    if workers <= 1 or not isinstance(recorded, Graph) or any(_times_ops_here(recorded, s, options) for s in specs):
         return [first] + [one(spec) for spec in specs[1:]]
     from concurrent.futures import ThreadPoolExecutor  # noqa: PLC0415 - only a search needs it
 

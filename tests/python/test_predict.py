@@ -511,6 +511,34 @@ def test_batch_size_on_a_cpu_graph_takes_the_measured_fixed_cost_of_an_op() -> N
     assert any("(saturation 50.0 us)" in n for n in saturation.notes), saturation.notes
 
 
+def test_predict_many_runs_variants_that_time_ops_here_one_after_another(graph: daydream.Graph, monkeypatch) -> None:
+    import concurrent.futures
+
+    pools = []
+    real = concurrent.futures.ThreadPoolExecutor
+
+    class Counted(real):
+        def __init__(self, *args, **kwargs):
+            import traceback
+
+            if any(f.name == "predict_many" for f in traceback.extract_stack()):  # not the Profiler's, say
+                pools.append(kwargs.get("max_workers"))
+            super().__init__(*args, **kwargs)
+
+    monkeypatch.setattr(concurrent.futures, "ThreadPoolExecutor", Counted)
+    # A GPU graph: batch_size times nothing on this CPU, so the variants run side by side.
+    daydream.predict_many(graph, ["scale:gpu=0.5", "batch_size:factor=2", "scale:gpu=0.7"], threads=2)
+    assert pools == [2]
+    # A CPU graph: batch_size first measures a CPU op's fixed cost here, with nothing beside it.
+    model = build("mlp")
+    cpu_graph = _profiled(model, torch.optim.SGD(model.parameters(), lr=0.01)).graph
+    preds = daydream.predict_many(cpu_graph, ["scale:cpu=0.5", "batch_size:factor=2", "scale:cpu=0.7"], threads=2)
+    assert pools == [2]
+    assert any("cpu_fixed_us=" in o for o in preds[1].opts)
+    daydream.predict_many(cpu_graph, ["scale:cpu=0.5", "scale:cpu=0.6", "scale:cpu=0.7"], threads=2)
+    assert pools == [2, 2]
+
+
 def test_batch_size_of_a_known_model_replays_its_ops_at_both_batches() -> None:
     from daydream import calibrate
 
