@@ -3,6 +3,7 @@
     daydream info TRACE [--json]
     daydream replay TRACE [--json] [--timeline OUT.json]
     daydream predict TRACE --opt NAME[:key=value,...] [--opt ...] [--json] [--timeline OUT.json]
+    daydream predict TRACE --each --opt ... --opt ... [--json]   (each on its own: a what-if search)
     daydream passes [--json]
 
 TRACE is a trace file (``.json`` or ``.json.gz``) or a directory of per-rank
@@ -141,6 +142,8 @@ def _cmd_replay(args: argparse.Namespace) -> int:
 def _cmd_predict(args: argparse.Namespace) -> int:
     from . import prediction  # noqa: PLC0415 - `daydream replay` and `info` start sooner without it
 
+    if args.each:
+        return _predict_each(args, prediction)
     pred = prediction.predict(args.trace, args.opt)
     if args.timeline:
         pred.timeline(args.timeline)
@@ -155,6 +158,26 @@ def _cmd_predict(args: argparse.Namespace) -> int:
     print(repr(pred))
     if args.timeline:
         print(f"timeline        {args.timeline} (baseline and predicted side by side; open in https://ui.perfetto.dev)")
+    return 0
+
+
+def _predict_each(args: argparse.Namespace, prediction: Any) -> int:
+    """``daydream predict --each``: every --opt on its own, from one reading of the trace."""
+    if args.timeline:
+        raise DaydreamError("--timeline writes one prediction's schedules: leave it out with --each "
+                            "(or predict that optimization alone)")
+    preds = prediction.predict_many(args.trace, args.opt)
+    if args.json:
+        json.dump({"trace": args.trace, "predictions": [p.to_dict() for p in preds]}, sys.stdout, indent=1)
+        print()
+        return 0
+    print(f"trace           {args.trace}")
+    print(f"measured step   {preds[0].measured_ms:.3f} ms")
+    print(f"replayed step   {preds[0].replayed_ms:.3f} ms")
+    width = max(len("optimization"), *(len(" + ".join(p.opts)) for p in preds))
+    print(f"{'optimization':<{width}}  predicted ms  speed-up")
+    for p in preds:
+        print(f"{' + '.join(p.opts):<{width}}  {p.predicted_ms:12.3f}  {p.speedup:7.3f}x")
     return 0
 
 
@@ -199,6 +222,9 @@ def build_parser() -> argparse.ArgumentParser:
     predict.add_argument("trace", metavar="TRACE", help="trace file (.json, .json.gz)")
     predict.add_argument("--opt", action="append", required=True, metavar="NAME[:key=value,...]",
                          help="an optimization with its options (repeatable, applied in order); see 'daydream passes'")
+    predict.add_argument("--each", action="store_true",
+                         help="predict each --opt on its own instead of applying them together: a what-if "
+                              "search, the trace read once and the variants on every core; one line each")
     predict.add_argument("--json", action="store_true", help="print one JSON object")
     predict.add_argument("--timeline", metavar="OUT.json", help="write baseline and predicted schedules side by side")
     predict.set_defaults(func=_cmd_predict)

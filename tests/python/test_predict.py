@@ -696,6 +696,25 @@ def test_cli_predict_bad_option_exits_2_with_one_line(example_trace: Path) -> No
     assert len(lines) == 1 and "world_size" in lines[0] and "integer" in lines[0]
 
 
+def test_cli_predict_each_predicts_every_opt_on_its_own(example_trace: Path) -> None:
+    specs = ["scale:gpu=0.5", "data_parallel:world_size=8,network=pcie"]
+    r = run(["predict", str(example_trace), "--each", "--opt", specs[0], "--opt", specs[1], "--json"])
+    assert r.returncode == 0, r.stderr
+    d = json.loads(r.stdout)
+    assert d["trace"] == str(example_trace)
+    assert [p["opts"] for p in d["predictions"]] == [[s] for s in specs]
+    for p, spec in zip(d["predictions"], specs):
+        assert p["predicted_ms"] == pytest.approx(daydream.predict(str(example_trace), opt=spec).predicted_ms)
+    text = run(["predict", str(example_trace), "--each", "--opt", specs[0], "--opt", specs[1]])
+    assert text.returncode == 0, text.stderr
+    lines = text.stdout.splitlines()
+    assert lines[3].split() == ["optimization", "predicted", "ms", "speed-up"]
+    assert [line.split()[0] for line in lines[4:]] == specs
+    refused = run(["predict", str(example_trace), "--each", "--opt", specs[0], "--timeline", "t.json"])
+    assert refused.returncode == 2 and refused.stdout == ""
+    assert refused.stderr.count("\n") == 1 and "--timeline" in refused.stderr
+
+
 def test_cli_passes_lists_them(example_trace: Path) -> None:
     r = run(["passes", "--json"])
     assert r.returncode == 0
