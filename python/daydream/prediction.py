@@ -415,7 +415,8 @@ def _fused_cpu_step(optimizer: Any, given: Dict[str, str]) -> Optional[str]:
 
 
 def _calibrate(graph: Graph, requests: List[Tuple[str, Dict[str, str]]], model: Any = None,
-               optimizer: Any = None, inputs: Any = None, step_times_ms: Sequence[float] = ()) -> List[str]:
+               optimizer: Any = None, inputs: Any = None, step_times_ms: Sequence[float] = (),
+               memo: Optional[Dict[Any, Tuple[Dict[str, str], List[str]]]] = None) -> List[str]:
     """Fills in what must be measured on this machine or read from the model:
     amp on a CPU-only graph gets the CPU's measured bf16/fp32 factors,
     batch_size a CPU op's fixed cost, fused_optimizer the fused/unfused step
@@ -426,33 +427,54 @@ def _calibrate(graph: Graph, requests: List[Tuple[str, Dict[str, str]]], model: 
     data_parallel and tensor_fusion of a step timed by a Profiler the wait
     for the slowest rank. ``inputs``: the model's recorded input tensors
     (``Profiler.model_input_values``)."""
-    notes = []
+    notes: List[str] = []
     shapes = [(tuple(a.shape), a.dtype) for a in inputs] if inputs else None
     cpu_only = all(r["kind"] != "gpu_stream" for r in graph.resources())
     for name, given in requests:
-        if name == "amp" and cpu_only and "cpu_gemm_factor" not in given and "cpu_op_factors" not in given:
-            notes.append(_calibrate_amp_cpu(graph, given, model, shapes))
-        if name == "batch_size" and cpu_only and not {"cpu_fixed_us", "cpu_saturation_us"} & set(given):
-            notes += _calibrate_batch_cpu(graph, given, model, shapes)
-        if name == "op_fusion" and cpu_only and "cpu_op_factors" not in given:
-            note = _calibrate_op_fusion_cpu(graph, given, model, inputs)
-            if note:
-                notes.append(note)
-        if name == "fused_optimizer" and cpu_only and optimizer is not None and "cpu_step_factor" not in given:
-            note = _fused_cpu_step(optimizer, given)
-            if note:
-                notes.append(note)
-        if name == "data_parallel" and model is not None and "buffer_bytes" not in given:
-            note = _buffer_broadcast(model, given)
-            if note:
-                notes.append(note)
-        if (name == "data_parallel" and cpu_only and model is not None and inputs
-                and not {"ddp_cpu_us", "ddp_cpu_per_gradient_us"} & set(given)):
-            notes.append(_ddp_cpu_on_model(model, inputs, given))
-        if name in ("data_parallel", "tensor_fusion") and "straggler_us" not in given:
-            note = _straggler(name, graph, given, step_times_ms)
-            if note:
-                notes.append(note)
+        # ``memo`` (one per predict_many): a pass asked for with the same
+        # options in several variants is measured once, and every variant
+        # compares against the same measurement.
+        key = (name, tuple(sorted(given.items())))
+        if memo is not None and key in memo:
+            added, said = memo[key]
+            given.update(added)
+            notes += said
+            continue
+        before = dict(given)
+        said = _calibrate_request(graph, name, given, cpu_only, model, optimizer, inputs, shapes, step_times_ms)
+        if memo is not None:
+            memo[key] = ({k: v for k, v in given.items() if before.get(k) != v}, said)
+        notes += said
+    return notes
+
+
+def _calibrate_request(graph: Graph, name: str, given: Dict[str, str], cpu_only: bool, model: Any,
+                       optimizer: Any, inputs: Any, shapes: Any, step_times_ms: Sequence[float]) -> List[str]:
+    """_calibrate for one requested pass: fills ``given``, returns the notes."""
+    notes: List[str] = []
+    if name == "amp" and cpu_only and "cpu_gemm_factor" not in given and "cpu_op_factors" not in given:
+        notes.append(_calibrate_amp_cpu(graph, given, model, shapes))
+    if name == "batch_size" and cpu_only and not {"cpu_fixed_us", "cpu_saturation_us"} & set(given):
+        notes += _calibrate_batch_cpu(graph, given, model, shapes)
+    if name == "op_fusion" and cpu_only and "cpu_op_factors" not in given:
+        note = _calibrate_op_fusion_cpu(graph, given, model, inputs)
+        if note:
+            notes.append(note)
+    if name == "fused_optimizer" and cpu_only and optimizer is not None and "cpu_step_factor" not in given:
+        note = _fused_cpu_step(optimizer, given)
+        if note:
+            notes.append(note)
+    if name == "data_parallel" and model is not None and "buffer_bytes" not in given:
+        note = _buffer_broadcast(model, given)
+        if note:
+            notes.append(note)
+    if (name == "data_parallel" and cpu_only and model is not None and inputs
+            and not {"ddp_cpu_us", "ddp_cpu_per_gradient_us"} & set(given)):
+        notes.append(_ddp_cpu_on_model(model, inputs, given))
+    if name in ("data_parallel", "tensor_fusion") and "straggler_us" not in given:
+        note = _straggler(name, graph, given, step_times_ms)
+        if note:
+            notes.append(note)
     return notes
 
 
@@ -513,13 +535,14 @@ def predict(
         print(pred)
     """
     recorded = _baseline(subject, inputs, target, loss_fn, optimizer, warmup, active)
-    return _predict_recorded(subject, recorded, opt, options, None)
+    return _predict_recorded(subject, recorded, opt, options, None, None)
 
 
 def _predict_recorded(subject: Any, recorded: Any, opt: OptSpec, options: Dict[str, Any],
-                      scratch: Optional[Any]) -> Prediction:
+                      scratch: Optional[Any], memo: Optional[Dict[Any, Any]]) -> Prediction:
     """:func:`predict` once the baseline is recorded or read; in ``scratch``
-    (a ``_core.PredictScratch``) the prediction keeps no graph or schedule."""
+    (a ``_core.PredictScratch``) the prediction keeps no graph or schedule;
+    ``memo``, the calibrations of a search so far (see ``_calibrate``)."""
     requests = _requests(opt, options)
     graph = recorded if isinstance(recorded, Graph) else recorded.graph
     model = subject if _is_module(subject) else getattr(recorded, "model", None)
@@ -527,7 +550,7 @@ def _predict_recorded(subject: Any, recorded: Any, opt: OptSpec, options: Dict[s
     calibration_notes = [n for n in capture if n] + _overhead_notes(graph, getattr(recorded, "overhead", None))
     calibration_notes += _calibrate(
         graph, requests, model, getattr(recorded, "optimizer", None), getattr(recorded, "model_input_values", None),
-        getattr(recorded, "plain_step_times_ms", ()))
+        getattr(recorded, "plain_step_times_ms", ()), memo)
     baseline = api._baseline_replays.get(graph)
     result = _core.predict(graph, requests, baseline, scratch)
     if baseline is None:
@@ -584,8 +607,10 @@ def predict_many(
     ``threads`` threads at once (default: one per CPU; the C++ work releases
     the GIL); for a recorded model, or passes that time ops on this CPU
     first (amp, batch_size, op_fusion on a CPU-only graph), they run one
-    after another, so that nothing runs beside a measurement. Results come
-    back in the order of ``opts``; the first error is raised.
+    after another, so that nothing runs beside a measurement; a pass asked
+    for with the same options in several variants is measured once, so the
+    variants compare against one measurement. Results come back in the
+    order of ``opts``; the first error is raised.
 
     Each predicted graph is about as large as the baseline, so unless
     ``keep_graphs`` is true the results drop theirs (``graph`` is None and
@@ -611,6 +636,7 @@ def predict_many(
     # memory the next variant reuses (fresh memory was a quarter of a search's
     # time on a 1 M-task graph).
     scratches = threading.local()
+    memo: Dict[Any, Any] = {}  # a pass asked for with the same options in several variants is calibrated once
 
     def one(spec: OptSpec) -> Prediction:
         scratch = None
@@ -618,7 +644,7 @@ def predict_many(
             scratch = getattr(scratches, "scratch", None)
             if scratch is None:
                 scratch = scratches.scratch = _core.PredictScratch()
-        pred = _predict_recorded(subject, recorded, spec, options, scratch)
+        pred = _predict_recorded(subject, recorded, spec, options, scratch, memo)
         if not keep_graphs:
             pred._result = None
         return pred

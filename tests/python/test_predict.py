@@ -653,6 +653,29 @@ def test_op_fusion_of_a_known_model_spreads_its_compiled_phases_over_the_graph(m
                for n in pred.notes), pred.notes
 
 
+def test_predict_many_measures_a_pass_asked_for_in_several_variants_once(monkeypatch) -> None:
+    from daydream import calibrate
+
+    model = build("mlp")
+    prof = _profiled(model, torch.optim.SGD(model.parameters(), lr=0.01))
+    calls = []
+
+    def phases(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+        calls.append(1)
+        return {"forward": (1.0, 0.8 - 0.1 * len(calls)), "backward": (2.0, 1.5)}  # another figure each call
+
+    monkeypatch.setattr(calibrate, "amp_cpu_phase_times", phases)
+    preds = daydream.predict_many(prof, ["amp", ["amp", "scale:cpu=0.9"], "scale:cpu=0.5", "amp"])
+    assert len(calls) == 1
+    amp_notes = [[n for n in p.notes if n.startswith("amp:")] for p in preds]
+    assert amp_notes[0] and amp_notes[0] == amp_notes[1] == amp_notes[3] and not amp_notes[2]
+    assert preds[0].opts == preds[3].opts and preds[0].predicted_ms == preds[3].predicted_ms
+    assert preds[1].opts[0] == preds[0].opts[0] and preds[1].predicted_ms < preds[0].predicted_ms
+    # Other options are another request: measured again.
+    daydream.predict_many(prof, ["amp", "amp:gemm_factor=0.4"])
+    assert len(calls) == 3
+
+
 def test_predict_from_a_model_needs_inputs() -> None:
     with pytest.raises(daydream.DaydreamError, match="inputs="):
         daydream.predict(build("mlp"), opt="scale:cpu=0.5")
