@@ -203,6 +203,18 @@ def test_predict_many_from_a_trace_path_reads_it_once(example_trace: Path, monke
     assert preds[0].predicted_ms < preds[1].predicted_ms < preds[2].predicted_ms
 
 
+def test_predict_many_stops_at_the_first_error(graph: daydream.Graph, monkeypatch) -> None:
+    from daydream import prediction
+
+    ran = []
+    real = prediction._predict_recorded
+    monkeypatch.setattr(prediction, "_predict_recorded", lambda *a: ran.append(a[2]) or real(*a))
+    specs = ["scale:gpu=0.5", "scale:gpu=fast"] + [f"scale:gpu={0.6 + 0.001 * i:.3f}" for i in range(60)]
+    with pytest.raises(daydream.DaydreamError, match="'fast'"):
+        daydream.predict_many(graph, specs, threads=2)
+    assert len(ran) < 20  # the variants queued behind the error were not run
+
+
 def test_predict_many_refuses_bad_arguments_and_raises_a_variants_error(graph: daydream.Graph) -> None:
     with pytest.raises(daydream.DaydreamError, match="one optimization per variant, got the string 'amp'"):
         daydream.predict_many(graph, "amp")
