@@ -656,9 +656,6 @@ def predict_many(
         return [first] + [one(spec) for spec in specs[1:]]
     from concurrent.futures import ThreadPoolExecutor  # noqa: PLC0415 - only a search needs it
 
-    pool = ThreadPoolExecutor(max_workers=workers)
-    try:
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        # map's iterator cancels the variants not yet started when one raises (or on an interrupt).
         return [first] + list(pool.map(one, specs[1:]))
-    finally:
-        # After an error or an interrupt, the variants not yet started are dropped, not run.
-        pool.shutdown(wait=True, cancel_futures=True)
