@@ -31,7 +31,8 @@ log_trace_warnings = True
 #: Each graph's baseline replay, kept by ``daydream.predict`` for the next
 #: prediction from the same graph (a what-if search predicts many variants of
 #: one graph, and replaying the baseline was a fifth of each prediction);
-#: dropped with the graph, and by whatever changes it in place.
+#: dropped with the graph, and by ``_core.remove_profiler_overhead``, which
+#: changes a graph in place.
 _baseline_replays: "weakref.WeakKeyDictionary[Graph, Schedule]" = weakref.WeakKeyDictionary()
 
 

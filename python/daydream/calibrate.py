@@ -28,7 +28,7 @@ import statistics
 import time
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
-from . import _core, api
+from . import _core
 from ._core import DaydreamError, Graph
 
 _log = logging.getLogger(__name__)
@@ -1359,8 +1359,7 @@ def remove_profiler_overhead(trace: Any, graph: Graph, overhead: ProfilerOverhea
     (or ``optimizer_cpu_factor``) is not 1, a copy with every CPU task and
     gap scaled by it (the optimizer phase's by ``optimizer_cpu_factor``;
     the ``scale`` pass)."""
-    _core.remove_profiler_overhead(trace, graph, **overhead.options())
-    api._forget_baseline(graph)  # predict may have replayed it before the change
+    _core.remove_profiler_overhead(trace, graph, **overhead.options())  # forgets its kept baseline replay
     passes: List[Tuple[str, Dict[str, str]]] = []
     if overhead.cpu_factor != 1.0:
         passes.append(("scale", {"cpu": repr(overhead.cpu_factor)}))

@@ -604,8 +604,8 @@ def predict_many(
     list of passes applied together). The baseline is recorded or read once
     and replayed once; each variant copies the graph, runs its passes and
     replays the copy. From a Graph or a trace file the variants run on
-    ``threads`` threads at once (default: one per CPU; the C++ work releases
-    the GIL); for a recorded model, or passes that time ops on this CPU
+    ``threads`` threads at once (default: one per CPU this process may use;
+    the C++ work releases the GIL; each thread holds a copy of the graph); for a recorded model, or passes that time ops on this CPU
     first (amp, batch_size, op_fusion on a CPU-only graph), they run one
     after another, so that nothing runs beside a measurement; a pass asked
     for with the same options in several variants is measured once, so the
@@ -651,7 +651,8 @@ def predict_many(
 
     # The first replays the baseline; the others reuse that replay.
     first = one(specs[0])
-    workers = min(threads or os.cpu_count() or 1, len(specs) - 1)
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    workers = min(threads or cpus, len(specs) - 1)
     if workers <= 1 or not isinstance(recorded, Graph) or any(_times_ops_here(recorded, s, options) for s in specs):
         return [first] + [one(spec) for spec in specs[1:]]
     from concurrent.futures import ThreadPoolExecutor  # noqa: PLC0415 - only a search needs it

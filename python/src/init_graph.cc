@@ -264,8 +264,11 @@ void InitGraph(py::module_& m) {
 
   m.def(
       "remove_profiler_overhead",
-      [](const Trace& trace, Graph& graph, int64_t begin_ns, int64_t end_ns, int64_t per_input_ns,
-         int64_t module_hook_ns, int64_t grad_hook_ns) {
+      [](const Trace& trace, const py::object& graph_object, int64_t begin_ns, int64_t end_ns,
+         int64_t per_input_ns, int64_t module_hook_ns, int64_t grad_hook_ns) {
+        Graph& graph = graph_object.cast<Graph&>();
+        // Predictions keep each graph's baseline replay (daydream.api): this one changes in place.
+        py::module_::import("daydream.api").attr("_forget_baseline")(graph_object);
         ProfilerOverhead per_record;
         per_record.per_input_ns = per_input_ns;
         per_record.begin_ns = begin_ns;

@@ -71,6 +71,7 @@ std::shared_ptr<PredictionHandle> RunPredict(const std::shared_ptr<Graph>& graph
                                              const std::vector<std::pair<std::string, std::map<std::string, std::string>>>& passes,
                                              const std::shared_ptr<ScheduleHandle>& baseline,
                                              const std::shared_ptr<PredictScratch>& scratch) {
+  if (graph == nullptr) ThrowIfError(absl::InvalidArgumentError("predict: graph is None"));
   std::vector<PassRequest> requests;
   for (const auto& [name, options] : passes) requests.push_back(PassRequest{name, OptionMap(options.begin(), options.end())});
   if (baseline != nullptr && baseline->graph.get() != graph.get()) {
@@ -80,6 +81,17 @@ std::shared_ptr<PredictionHandle> RunPredict(const std::shared_ptr<Graph>& graph
   // With the GIL held, so that predictions on threads of their own never
   // build the shared graph's adjacency at the same time.
   if (!graph->has_adjacency()) graph->BuildAdjacency();
+  // A scratch is one thread's: held from the copy into it to the recycling.
+  if (scratch != nullptr && scratch->in_use.exchange(true)) {
+    ThrowIfError(absl::FailedPreconditionError(
+        "predict: this PredictScratch is in use by another prediction (use one per thread)"));
+  }
+  struct Release {
+    PredictScratch* scratch;
+    ~Release() {
+      if (scratch != nullptr) scratch->in_use = false;
+    }
+  } release_scratch{scratch.get()};
   auto handle = std::make_shared<PredictionHandle>();
   {
     py::gil_scoped_release release;

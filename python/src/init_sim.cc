@@ -21,11 +21,13 @@ namespace daydream::python {
 namespace {
 
 std::shared_ptr<ScheduleHandle> RunSimulation(const std::shared_ptr<Graph>& graph) {
+  if (graph == nullptr) ThrowIfError(absl::InvalidArgumentError("simulate: graph is None"));
   auto handle = std::make_shared<ScheduleHandle>();
   handle->graph = graph;
+  // With the GIL held, as in predict: no two threads build it at once.
+  if (!graph->has_adjacency()) graph->BuildAdjacency();
   {
     py::gil_scoped_release release;
-    if (!graph->has_adjacency()) graph->BuildAdjacency();
     handle->replayed = ValueOrThrow(ReplayGraph(*graph));
   }
   return handle;

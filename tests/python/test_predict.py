@@ -167,6 +167,47 @@ def test_removing_profiler_overhead_in_place_forgets_the_graphs_baseline_replay(
     expected = daydream.predict(fresh, opt="scale:gpu=0.5")
     assert after.before == expected.before != before.before
     assert (after.replayed_ms, after.predicted_ms) == (expected.replayed_ms, expected.predicted_ms)
+    # The same through the binding itself, which is what changes the graph.
+    g2 = daydream.build_graph(trace)
+    daydream.predict(g2, opt="scale:gpu=0.5")
+    daydream._core.remove_profiler_overhead(trace, g2, **overhead.options())
+    assert g2 not in api._baseline_replays
+    assert daydream.predict(g2, opt="scale:gpu=0.5").before == expected.before
+
+
+def test_a_predict_scratch_serves_one_prediction_at_a_time(graph: daydream.Graph) -> None:
+    import threading
+
+    from daydream import prediction
+
+    scratch = daydream._core.PredictScratch()
+    requests = prediction._requests("scale:gpu=0.5", {})
+    expected = daydream._core.predict(graph, requests, None, scratch).predicted_ms
+    results, refused = [], []
+
+    def loop() -> None:
+        for _ in range(40):
+            try:
+                results.append(daydream._core.predict(graph, requests, None, scratch).predicted_ms)
+            except daydream.DaydreamError as e:
+                refused.append(str(e))
+
+    threads = [threading.Thread(target=loop) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    # The two threads overlap (each prediction runs without the GIL): the second is refused, never wrong.
+    assert refused and all("in use by another prediction (use one per thread)" in e for e in refused)
+    assert results and all(r == expected for r in results)
+    assert daydream._core.predict(graph, requests, None, scratch).predicted_ms == expected  # free again
+
+
+def test_predict_and_simulate_refuse_none_for_a_graph() -> None:
+    with pytest.raises(daydream.DaydreamError, match="predict: graph is None"):
+        daydream._core.predict(None, [("scale", {})])
+    with pytest.raises(daydream.DaydreamError, match="simulate: graph is None"):
+        daydream._core.simulate(None)
 
 
 def test_predict_many_predicts_each_variant_as_predict_does(graph: daydream.Graph) -> None:

@@ -4,6 +4,7 @@
 #ifndef DAYDREAM_ANALYSIS_PREDICT_H_
 #define DAYDREAM_ANALYSIS_PREDICT_H_
 
+#include <atomic>
 #include <memory>
 #include <string>
 #include <vector>
@@ -56,9 +57,12 @@ struct Prediction {
 // memory of the last variant graph and of its simulation. Predict copies the
 // baseline into it; Recycle takes a prediction's graph and schedule back
 // once its figures are read (the report and the rest stay).
+// One thread at a time: the Python binding refuses a scratch already in use
+// (`in_use`).
 struct PredictScratch {
   Graph graph;
   Simulator simulator;
+  std::atomic<bool> in_use{false};
   void Recycle(Prediction& prediction);
 };
 

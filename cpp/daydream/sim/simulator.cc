@@ -260,10 +260,14 @@ absl::StatusOr<Schedule> Simulator::Run(const Graph& graph) {
   if (!graph.has_adjacency()) {
     return absl::FailedPreconditionError("Simulate: the graph's adjacency is stale; call BuildAdjacency()");
   }
+  if (sim_ == nullptr) sim_ = std::make_unique<sim_internal::Simulation>();  // moved from
   return sim_->Run(graph);
 }
 
-void Simulator::Recycle(Schedule&& schedule) { sim_->Recycle(std::move(schedule)); }
+void Simulator::Recycle(Schedule&& schedule) {
+  if (sim_ == nullptr) sim_ = std::make_unique<sim_internal::Simulation>();
+  sim_->Recycle(std::move(schedule));
+}
 
 std::vector<int32_t> CriticalPath(const Schedule& schedule, int32_t last) {
   std::vector<int32_t> path;
