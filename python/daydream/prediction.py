@@ -414,6 +414,14 @@ def _fused_cpu_step(optimizer: Any, given: Dict[str, str]) -> Optional[str]:
             "(daydream.calibrate.fused_optimizer_cpu_factor)")
 
 
+# The passes _calibrate may time ops for on this CPU, given a CPU-only graph and no model.
+_TIMED_ON_CPU = ("amp", "batch_size", "op_fusion")
+
+
+def _cpu_only(graph: Graph) -> bool:
+    return all(r["kind"] != "gpu_stream" for r in graph.resources())
+
+
 def _calibrate(graph: Graph, requests: List[Tuple[str, Dict[str, str]]], model: Any = None,
                optimizer: Any = None, inputs: Any = None, step_times_ms: Sequence[float] = (),
                memo: Optional[Dict[Any, Tuple[Dict[str, str], List[str]]]] = None) -> List[str]:
@@ -429,7 +437,7 @@ def _calibrate(graph: Graph, requests: List[Tuple[str, Dict[str, str]]], model: 
     (``Profiler.model_input_values``)."""
     notes: List[str] = []
     shapes = [(tuple(a.shape), a.dtype) for a in inputs] if inputs else None
-    cpu_only = all(r["kind"] != "gpu_stream" for r in graph.resources())
+    cpu_only = _cpu_only(graph)
     for name, given in requests:
         # ``memo`` (one per predict_many): a pass asked for with the same
         # options in several variants is measured once, and every variant
@@ -574,15 +582,6 @@ def _predict_recorded(subject: Any, recorded: Any, opt: OptSpec, options: Dict[s
     )
 
 
-def _times_ops_here(graph: Graph, opt: OptSpec, options: Dict[str, Any]) -> bool:
-    """Whether predicting ``opt`` from ``graph`` (no model) may first time ops
-    on this machine (see ``_calibrate``): then no other prediction may run
-    beside it."""
-    if any(r["kind"] == "gpu_stream" for r in graph.resources()):
-        return False
-    return any(name in ("amp", "batch_size", "op_fusion") for name, _ in _requests(opt, options))
-
-
 def predict_many(
     subject: Any,
     opts: Sequence[OptSpec],
@@ -605,9 +604,10 @@ def predict_many(
     and replayed once; each variant copies the graph, runs its passes and
     replays the copy. From a Graph or a trace file the variants run on
     ``threads`` threads at once (default: one per CPU this process may use;
-    the C++ work releases the GIL; each thread holds a copy of the graph); for a recorded model, or passes that time ops on this CPU
-    first (amp, batch_size, op_fusion on a CPU-only graph), they run one
-    after another, so that nothing runs beside a measurement; a pass asked
+    the C++ work releases the GIL; each thread holds a copy of the graph);
+    for a recorded model, or passes that time ops on this CPU first (amp,
+    batch_size, op_fusion on a CPU-only graph), they run one after another,
+    so that nothing runs beside a measurement; a pass asked
     for with the same options in several variants is measured once, so the
     variants compare against one measurement. Results come back in the
     order of ``opts``; the first error is raised.
@@ -653,7 +653,11 @@ def predict_many(
     first = one(specs[0])
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     workers = min(threads or cpus, len(specs) - 1)
-    if workers <= 1 or not isinstance(recorded, Graph) or any(_times_ops_here(recorded, s, options) for s in specs):
+    # Nothing runs beside a calibration that times ops on this CPU.
+    sequential = workers <= 1 or not isinstance(recorded, Graph) or (
+        _cpu_only(recorded)
+        and any(name in _TIMED_ON_CPU for spec in specs for name, _ in _requests(spec, options)))
+    if sequential:
         return [first] + [one(spec) for spec in specs[1:]]
     from concurrent.futures import ThreadPoolExecutor  # noqa: PLC0415 - only a search needs it
 

@@ -283,8 +283,8 @@ ReplayReport MakeReplayReport(const Graph& graph, const Schedule& schedule) {
 }
 
 absl::StatusOr<ReplayReport> Replay(const Graph& graph) {
-  DD_ASSIGN_OR_RETURN(Schedule schedule, Simulate(graph));
-  return MakeReplayReport(graph, schedule);
+  DD_ASSIGN_OR_RETURN(std::shared_ptr<const ReplayedGraph> replayed, ReplayGraph(graph));
+  return replayed->report;
 }
 
 absl::StatusOr<std::shared_ptr<const ReplayedGraph>> ReplayGraph(const Graph& graph, Simulator* simulator) {
