@@ -277,6 +277,90 @@ std::vector<std::vector<Waiter>> WaitersOf(Graph& graph, const std::vector<int32
   return waiters;
 }
 
+// While a recorded all-reduce ran on gloo's threads, they took
+// `comm_cpu_share` of the core from the thread that computes (the calibration
+// measures that share on a loop of compute with all-reduces beside it): the
+// thread's work and framework time that overlapped the all-reduce hold it, not
+// only the call that issued it. With the recorded all-reduce gone, so is its
+// share. In a replay of the graph as recorded, every task on a thread that
+// issued the all-reduces (`issues`, which go whole) loses `share` of its time
+// that overlapped one, and so does the framework time (gap) before it, unless
+// an all-reduce ended inside that gap (the thread waited for it: idle time,
+// which takes nothing from gloo). Returns the time removed.
+absl::StatusOr<TimeNs> RemoveRecordedCpuShares(Graph& graph, const std::vector<int32_t>& old,
+                                               const std::vector<int32_t>& issues, double share) {
+  if (share <= 0 || old.empty() || issues.empty()) return TimeNs{0};
+  if (!graph.has_adjacency()) graph.BuildAdjacency();
+  DD_ASSIGN_OR_RETURN(const Schedule replay, Simulate(graph));
+  // The all-reduces' replayed spans, merged where they overlap (two at once
+  // take no more of the core than one: the share is of the thread's time).
+  std::vector<std::pair<TimeNs, TimeNs>> spans;
+  for (int32_t t : old) spans.emplace_back(replay.start_ns[static_cast<size_t>(t)], replay.end_ns[static_cast<size_t>(t)]);
+  std::sort(spans.begin(), spans.end());
+  std::vector<std::pair<TimeNs, TimeNs>> merged;
+  for (const auto& [a, b] : spans) {
+    if (!merged.empty() && a <= merged.back().second) {
+      merged.back().second = std::max(merged.back().second, b);
+    } else {
+      merged.emplace_back(a, b);
+    }
+  }
+  // Time of [a, b) inside the spans; whether a span ends in [a, b].
+  auto overlap = [&](TimeNs a, TimeNs b) {
+    TimeNs sum = 0;
+    auto it = std::upper_bound(merged.begin(), merged.end(), std::make_pair(a, std::numeric_limits<TimeNs>::max()));
+    if (it != merged.begin()) --it;
+    for (; it != merged.end() && it->first < b; ++it) sum += std::max<TimeNs>(0, std::min(b, it->second) - std::max(a, it->first));
+    return sum;
+  };
+  auto span_ends_in = [&](TimeNs a, TimeNs b) {
+    for (const auto& [s, e] : merged) {
+      if (e >= a && e <= b) return true;
+    }
+    return false;
+  };
+  std::vector<uint8_t> thread(graph.resources.size(), 0);
+  std::vector<uint8_t> issuing(graph.tasks.size(), 0);
+  for (int32_t t : issues) {
+    thread[static_cast<size_t>(graph.tasks[static_cast<size_t>(t)].resource)] = 1;
+    issuing[static_cast<size_t>(t)] = 1;
+  }
+  std::vector<std::vector<int32_t>> on_thread(graph.resources.size());
+  for (size_t t = 0; t < graph.tasks.size(); ++t) {
+    const auto r = static_cast<size_t>(graph.tasks[t].resource);
+    if (thread[r]) on_thread[r].push_back(static_cast<int32_t>(t));
+  }
+  TimeNs removed = 0;
+  for (std::vector<int32_t>& list : on_thread) {
+    std::stable_sort(list.begin(), list.end(), [&](int32_t a, int32_t b) {
+      return replay.start_ns[static_cast<size_t>(a)] < replay.start_ns[static_cast<size_t>(b)];
+    });
+    TimeNs previous_end = std::numeric_limits<TimeNs>::min();
+    for (int32_t id : list) {
+      const auto t = static_cast<size_t>(id);
+      Task& task = graph.tasks[t];
+      const TimeNs start = replay.start_ns[t];
+      const TimeNs end = replay.end_ns[t];
+      if (!issuing[t]) {
+        const TimeNs cut = std::min(task.duration_ns, RoundNs(share * static_cast<double>(overlap(start, end))));
+        task.duration_ns -= cut;
+        removed += cut;
+        if (task.gap_ns > 0 && previous_end != std::numeric_limits<TimeNs>::min()) {
+          const TimeNs gap_end = std::min(start, previous_end + task.gap_ns);
+          if (!span_ends_in(previous_end, gap_end)) {
+            const TimeNs gap_cut =
+                std::min(task.gap_ns, RoundNs(share * static_cast<double>(overlap(previous_end, gap_end))));
+            task.gap_ns -= gap_cut;
+            removed += gap_cut;
+          }
+        }
+      }
+      previous_end = std::max(previous_end, end);
+    }
+  }
+  return removed;
+}
+
 // Inserts the bucketed all-reduces of every iteration. Returns how many.
 // `waiters[i]` (may be shorter than the iterations): the tasks of iteration
 // i that waited for the gradient all-reduces a recorded graph had (DDP's
@@ -646,6 +730,7 @@ class TensorFusionPass : public Pass {
     std::vector<std::vector<Waiter>> waiters;
     if (!old.empty()) {
       waiters = WaitersOf(graph, old, issues);
+      DD_ASSIGN_OR_RETURN(const TimeNs shares, RemoveRecordedCpuShares(graph, old, issues, plan.comm_cpu_share));
       GraphEditor editor(graph);
       for (int32_t t : old) DD_RETURN_IF_ERROR(editor.RemoveTask(t, /*keep_gap=*/false));
       TimeNs issued = 0;
@@ -659,7 +744,11 @@ class TensorFusionPass : public Pass {
                           issues.empty() ? std::string()
                                          : StrCat(" and the ", issues.size(), " calls that issued them (",
                                                   static_cast<double>(issued) / 1e6, " ms on the issuing thread; "
-                                                  "the new buckets' CPU shares take their place)")));
+                                                  "the new buckets' CPU shares take their place)"),
+                          shares > 0 ? StrCat("; ", static_cast<double>(shares) / 1e6,
+                                              " ms of the issuing thread's other work, its comm_cpu_share while the "
+                                              "recorded all-reduces ran, goes with them")
+                                     : std::string()));
       // Tensor ids are unchanged by the removal; the list stays valid.
     }
     DD_RETURN_IF_ERROR(InsertAllReduces(graph, plan, grads, context, name(), waiters).status());

@@ -875,6 +875,56 @@ TEST_CASE("data_parallel with buffer_bytes broadcasts the buffers before every f
 
 // --- tensor_fusion ---------------------------------------------------------------------
 
+// What tensor_fusion takes off `thread` for the recorded all-reduces' CPU
+// share, found the plain way: in a replay of `recorded`, `share` of each
+// task's time (and of its gap, the time after the thread's previous task)
+// that some all-reduce's span covers, the calls that issued them aside, and
+// no gap in which an all-reduce ended. Per trace event: (duration, gap) cut;
+// .first/.second of the result: the totals.
+std::pair<TimeNs, TimeNs> ExpectedShareCuts(const Graph& recorded, double share, int32_t thread,
+                                            std::map<int64_t, std::pair<TimeNs, TimeNs>>* per_event = nullptr) {
+  absl::StatusOr<Schedule> s = Simulate(recorded);
+  REQUIRE(s.ok());
+  std::vector<std::pair<TimeNs, TimeNs>> spans;
+  for (size_t i = 0; i < recorded.tasks.size(); ++i) {
+    const Task& t = recorded.tasks[i];
+    if (t.kind == TaskKind::kCollective && t.iteration >= 0) spans.emplace_back(s->start_ns[i], s->end_ns[i]);
+  }
+  auto covered = [&](TimeNs a, TimeNs b) {  // time of [a, b) under any span, one nanosecond at a time
+    TimeNs n = 0;
+    for (TimeNs x = a; x < b; ++x) {
+      for (const auto& [s0, s1] : spans) {
+        if (x >= s0 && x < s1) {
+          ++n;
+          break;
+        }
+      }
+    }
+    return n;
+  };
+  std::pair<TimeNs, TimeNs> total{0, 0};
+  TimeNs previous_end = -1;
+  for (size_t i = 0; i < recorded.tasks.size(); ++i) {  // ids in start order on the thread
+    const Task& t = recorded.tasks[i];
+    if (t.resource != thread) continue;
+    if (recorded.Str(t.name) != "c10d::allreduce_") {
+      const TimeNs cut = RoundNs(share * static_cast<double>(covered(s->start_ns[i], s->end_ns[i])));
+      TimeNs gap_cut = 0;
+      if (previous_end >= 0 && t.gap_ns > 0) {
+        const TimeNs gap_end = std::min(s->start_ns[i], previous_end + t.gap_ns);
+        bool waited = false;
+        for (const auto& [s0, s1] : spans) waited = waited || (s1 >= previous_end && s1 <= gap_end);
+        if (!waited) gap_cut = RoundNs(share * static_cast<double>(covered(previous_end, gap_end)));
+      }
+      total.first += cut;
+      total.second += gap_cut;
+      if (per_event != nullptr) (*per_event)[t.trace_event] = {cut, gap_cut};
+    }
+    previous_end = s->end_ns[i];
+  }
+  return total;
+}
+
 TEST_CASE("tensor_fusion with comm_cpu_share replaces the calls that issued the recorded all-reduces", "[comm]") {
   TrainingGraphOptions o;
   o.gpu = false;  // gloo on CPU ranks: backward and the issuing calls on CPU thread "stream 7"
@@ -909,15 +959,60 @@ TEST_CASE("tensor_fusion with comm_cpu_share replaces the calls that issued the 
   CHECK(ValidateResourceChains(shared.g).ok());
   CHECK_THAT(context.notes[0], Catch::Contains("replaced 6 recorded gradient all-reduces and the 6 calls"));
   // The framework time before each call (DDP's hook) stays on the thread,
-  // but for the last call's: nothing follows it there.
+  // but for the last call's: nothing follows it there. (Less the recorded
+  // all-reduces' CPU share where a gap overlapped one: the next test.)
+  const TrainingGraph recorded(o);
   TimeNs gaps_before = 0, gaps_after = 0;
-  for (const Task& t : TrainingGraph(o).g.tasks) gaps_before += t.gap_ns;
+  for (const Task& t : recorded.g.tasks) gaps_before += t.gap_ns;
   for (const Task& t : shared.g.tasks) gaps_after += t.gap_ns;
-  CHECK(gaps_after == gaps_before - 2 * kUs);
+  CHECK(gaps_after == gaps_before - 2 * kUs - ExpectedShareCuts(recorded.g, 0.5, recorded.gpu).second);
   // Without a CPU share nothing takes their place: they stay.
   TrainingGraph beside(o);
   REQUIRE(RunOk("tensor_fusion", {{"network", "ethernet10"}}, beside.g));
   CHECK(issue_calls(beside.g).size() == 6);
+}
+
+TEST_CASE("tensor_fusion takes the recorded all-reduces' CPU share off the work they overlapped", "[comm]") {
+  // gloo's threads took comm_cpu_share of the core while each recorded
+  // all-reduce ran, from whatever the thread that computes ran then: the
+  // backward tasks and framework time after each issuing call.
+  TrainingGraphOptions o;
+  o.gpu = false;
+  o.gpu_optimizer = false;
+  o.recorded_world = 2;
+  o.issue_calls = true;
+  o.grad_bytes = {64 * 1024, 64 * 1024, 64 * 1024};  // all-reduces as long as a few backward tasks
+  o.recorded_net.alpha_s = 30e-6;
+  const TrainingGraph recorded(o);
+  std::map<int64_t, std::pair<TimeNs, TimeNs>> expected;
+  const auto [duration_cut, gap_cut] = ExpectedShareCuts(recorded.g, 0.5, recorded.gpu, &expected);
+  REQUIRE(duration_cut > 10 * kUs);  // the check below would pass on nothing
+  TrainingGraph t(o);
+  PassContext context;
+  REQUIRE(RunOk("tensor_fusion", {{"network", "ethernet10"}, {"comm_cpu_share", "0.5"}}, t.g, &context));
+  for (const Task& after : t.g.tasks) {
+    auto it = expected.find(after.trace_event);
+    if (after.resource != t.gpu || after.trace_event < 0 || it == expected.end()) continue;
+    const Task& before = recorded.g.tasks[static_cast<size_t>(after.trace_event)];
+    INFO(t.g.Str(after.name));
+    CHECK(after.duration_ns == before.duration_ns - it->second.first);
+  }
+  // Gaps: less their cut, plus the framework time before each removed call
+  // (2 us, which moves to the task after it; the last call's has none).
+  REQUIRE(gap_cut > 0);
+  TimeNs gaps_before = 0, gaps_after = 0;
+  for (const Task& x : recorded.g.tasks) gaps_before += x.gap_ns;
+  for (const Task& x : t.g.tasks) gaps_after += x.gap_ns;
+  CHECK(gaps_after == gaps_before - 2 * kUs - gap_cut);
+  CHECK_THAT(context.notes[0], Catch::Contains(StrCat(static_cast<double>(duration_cut + gap_cut) / 1e6,
+                                                      " ms of the issuing thread's other work")));
+  // Without a share, nothing is taken off.
+  TrainingGraph beside(o);
+  REQUIRE(RunOk("tensor_fusion", {{"network", "ethernet10"}}, beside.g));
+  TimeNs work_before = 0, work_after = 0;
+  for (const Task& x : recorded.g.tasks) work_before += x.resource == recorded.gpu && recorded.g.Str(x.name) != "c10d::allreduce_" ? x.duration_ns : 0;
+  for (const Task& x : beside.g.tasks) work_after += x.resource == beside.gpu && beside.g.Str(x.name) != "c10d::allreduce_" ? x.duration_ns : 0;
+  CHECK(work_after == work_before);
 }
 
 TEST_CASE("tensor_fusion makes what waited for the recorded all-reduces wait for the new buckets", "[comm]") {
