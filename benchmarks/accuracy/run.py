@@ -53,6 +53,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import traceback
 import warnings
@@ -69,6 +70,8 @@ MODELS = ["mlp", "cnn", "transformer"]
 BATCH = {"mlp": 256, "cnn": 16, "transformer": 8}
 DOC_BEGIN = "<!-- ground-truth:begin -->"
 DOC_END = "<!-- ground-truth:end -->"
+DOC_BEGIN_REALTIME = "<!-- ground-truth-realtime:begin -->"
+DOC_END_REALTIME = "<!-- ground-truth-realtime:end -->"
 TARGET_MEDIAN, TARGET_MAX = 5.0, 15.0
 # Second predictions some rows carry, for comparison (same carry-over):
 # tensor_fusion with the pass's default network, amp with one GEMM ratio, the
@@ -339,6 +342,10 @@ def ddp_rank(rank: int, world: int, port: int, exp: str, name: str, a: argparse.
     torch.set_num_threads(a.threads)
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
     try:
+        comm_threads = 0
+        if a.comm_threads == "realtime":
+            dist.barrier()  # gloo's threads exist once it has communicated
+            comm_threads = realtime_comm_threads()
         loss_fn = loss_for(name)
         batch = BATCH[name]
         x, y = make_batch(name, batch, seed=rank)  # each rank its own data, the same per-rank batch
@@ -356,6 +363,8 @@ def ddp_rank(rank: int, world: int, port: int, exp: str, name: str, a: argparse.
             # costs before any communication.
             run = {"baseline": configs["baseline"] if rank == 0 else (lambda: None), "optimized": configs["optimized"],
                    "two_plain": configs["baseline"]}
+            if a.comm_threads == "realtime":
+                comm_threads = realtime_comm_threads()  # and any thread the calibration started
             times = interleaved(run, a.warmup, a.rounds, a.steps, sync=lambda _n: dist.barrier())
             if rank == 0:
                 prof = capture(configs["baseline"], plain, plain_opt, a.active)
@@ -403,6 +412,8 @@ def ddp_rank(rank: int, world: int, port: int, exp: str, name: str, a: argparse.
             configs = {"baseline": training_step(ddp_base, x, y, loss_fn, opt_base),
                        "optimized": training_step(ddp_opt, x, y, loss_fn, adam(ddp_opt.parameters()))}
             net = measure_network(dist, torch, max(4 * MIB, int(2 * gmb * MIB)), a.net_repeats)
+            if a.comm_threads == "realtime":
+                comm_threads = realtime_comm_threads()  # and any thread the calibration started
             times = interleaved(configs, a.warmup, a.rounds, a.steps, sync=lambda _n: dist.barrier())
             if rank == 0:
                 prof = capture(configs["baseline"], ddp_base, opt_base, a.active, agree=any_rank(dist, torch))
@@ -431,6 +442,7 @@ def ddp_rank(rank: int, world: int, port: int, exp: str, name: str, a: argparse.
         else:
             raise ValueError(exp)
         if rank == 0:
+            out["comm_threads"] = {"mode": a.comm_threads, "threads_set": comm_threads}
             Path(out_path + ".tmp").write_text(json.dumps(out))
             os.replace(out_path + ".tmp", out_path)  # whole or absent: two_process reads it after a teardown abort
     finally:
@@ -440,6 +452,24 @@ def ddp_rank(rank: int, world: int, port: int, exp: str, name: str, a: argparse.
 def network_options(net: Any) -> Dict[str, float]:
     """The calibrated network's pass options (latency, bandwidth, CPU share, DDP's CPU work), rounded for the table."""
     return {k: round(v, 4) if isinstance(v, float) else v for k, v in net.options().items()}
+
+
+def realtime_comm_threads() -> int:
+    """``--comm-threads realtime``: every thread of this process but the calling
+    one (gloo's, here) to SCHED_FIFO priority 1, so that a gloo thread woken
+    by a peer's message runs at once instead of after the host's next
+    scheduler tick (docs/accuracy.md, "Gloo's threads in real time").
+    Returns how many threads were set; PermissionError without CAP_SYS_NICE."""
+    me = threading.get_native_id()
+    n = 0
+    for tid in sorted(int(t) for t in os.listdir("/proc/self/task")):
+        if tid != me:
+            try:
+                os.sched_setscheduler(tid, os.SCHED_FIFO, os.sched_param(1))
+            except ProcessLookupError:  # the thread ended meanwhile
+                continue
+            n += 1
+    return n
 
 
 def free_port() -> int:
@@ -573,7 +603,7 @@ def run_one(exp: str, name: str, a: argparse.Namespace) -> Dict[str, Any]:
         cmd = [sys.executable, os.path.abspath(__file__), "--child", exp, name, "--child-out", out,
                "--steps", str(a.steps), "--rounds", str(a.rounds), "--warmup", str(a.warmup),
                "--active", str(a.active), "--threads", str(a.threads), "--compile-limit", str(a.compile_limit),
-               "--net-repeats", str(a.net_repeats)]
+               "--net-repeats", str(a.net_repeats), "--comm-threads", a.comm_threads]
         if a.save_traces:
             cmd += ["--save-traces", os.path.abspath(a.save_traces)]
         t0 = time.perf_counter()
@@ -769,16 +799,38 @@ def summary(rows: List[Dict[str, Any]]) -> Dict[str, Any]:
     }
 
 
-def write_doc(doc: Path, body: str) -> None:
+def write_doc(doc: Path, body: str, realtime: bool = False) -> None:
+    """Puts the table between the doc's markers: the ground-truth ones, or with
+    ``realtime`` (``--comm-threads realtime``) those of its own block."""
+    begin, end = (DOC_BEGIN_REALTIME, DOC_END_REALTIME) if realtime else (DOC_BEGIN, DOC_END)
     text = doc.read_text()
-    block = f"{DOC_BEGIN}\n{body}\n{DOC_END}"
-    if DOC_BEGIN in text and DOC_END in text:
-        head, rest = text.split(DOC_BEGIN, 1)
-        _, tail = rest.split(DOC_END, 1)
+    block = f"{begin}\n{body}\n{end}"
+    if begin in text and end in text:
+        head, rest = text.split(begin, 1)
+        _, tail = rest.split(end, 1)
         text = head + block + tail
     else:
-        text = text.rstrip("\n") + "\n\n## Predictions against real runs (issue 5)\n\n" + block + "\n"
+        title = ("### The two-process experiments with gloo's threads in real time" if realtime
+                 else "## Predictions against real runs (issue 5)")
+        text = text.rstrip("\n") + f"\n\n{title}\n\n" + block + "\n"
     doc.write_text(text)
+
+
+def realtime_permitted() -> bool:
+    """Whether this process may put a thread in SCHED_FIFO (root or CAP_SYS_NICE)."""
+    result = []
+
+    def probe() -> None:
+        try:
+            os.sched_setscheduler(threading.get_native_id(), os.SCHED_FIFO, os.sched_param(1))
+            result.append(True)
+        except OSError:
+            result.append(False)
+
+    t = threading.Thread(target=probe)
+    t.start()
+    t.join()
+    return result[0]
 
 
 def main() -> int:
@@ -798,6 +850,10 @@ def main() -> int:
     ap.add_argument("--malloc", choices=("steady", "default"), default="steady",
                     help="glibc malloc in the experiment processes: steady (MALLOC_MMAP_THRESHOLD_ and "
                          "MALLOC_TRIM_THRESHOLD_ at 1 GiB: large tensors stay in the heap) or glibc's default")
+    ap.add_argument("--comm-threads", choices=("default", "realtime"), default="default",
+                    help="two-process experiments: gloo's threads as the OS schedules them (default) or at "
+                         "SCHED_FIFO priority 1 (realtime: a woken thread runs at once, not at the next scheduler "
+                         "tick; needs root or CAP_SYS_NICE)")
     ap.add_argument("--timeout", type=float, default=300.0, help="per-experiment limit (s), besides compile")
     ap.add_argument("--quick", action="store_true", help="smoke run: 2 rounds x 8 steps (files written only "
                     "when --doc/--json are given)")
@@ -841,7 +897,7 @@ def main() -> int:
         if a.json:
             a.json.write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
         if a.doc:
-            write_doc(a.doc, text)
+            write_doc(a.doc, text, realtime=meta.get("comm_threads") == "realtime")
         return 0
 
     exps = [e for e in a.experiments.split(",") if e]
@@ -852,6 +908,9 @@ def main() -> int:
     for m in models:
         if m not in MODELS:
             ap.error(f"unknown model {m}")
+    if a.comm_threads == "realtime" and not realtime_permitted():
+        print("run.py: --comm-threads realtime needs root or CAP_SYS_NICE (SCHED_FIFO was refused)", file=sys.stderr)
+        return 3
     import torch  # noqa: PLC0415
 
     t0 = time.perf_counter()
@@ -879,13 +938,15 @@ def main() -> int:
     job_spread(rows)
     cmd = "python benchmarks/accuracy/run.py" + (" --quick" if a.quick else "") + (
         f" --steps {a.steps} --rounds {a.rounds}" if not a.quick else "") + (
-        f" --malloc {a.malloc}" if a.malloc != "steady" else "")
+        f" --malloc {a.malloc}" if a.malloc != "steady" else "") + (
+        f" --comm-threads {a.comm_threads}" if a.comm_threads != "default" else "")
     meta = {
         "command": f"`{cmd}`",
         "machine": f"{cpu_name()}, {os.cpu_count()} cores",
         "torch": torch.__version__,
         "threads": a.threads,
         "malloc": a.malloc,
+        "comm_threads": a.comm_threads,
         "steps": a.steps,
         "rounds": a.rounds,
         "warmup": a.warmup,
@@ -901,7 +962,7 @@ def main() -> int:
         a.json.parent.mkdir(parents=True, exist_ok=True)
         a.json.write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
     if a.doc:
-        write_doc(a.doc, text)
+        write_doc(a.doc, text, realtime=a.comm_threads == "realtime")
     return 0
 
 

@@ -138,7 +138,7 @@ def test_a_row_that_times_out_says_what_its_child_last_wrote(monkeypatch):
         raise subprocess.TimeoutExpired(cmd, kwargs["timeout"], stderr=b"USDT: x\nRuntimeError: rank 0 gave up\n")
 
     monkeypatch.setattr(run.subprocess, "run", timeout)
-    a = argparse.Namespace(timeout=300.0, compile_limit=120.0, steps=1, rounds=1, warmup=1, active=1, threads=1,
+    a = argparse.Namespace(timeout=300.0, compile_limit=120.0, steps=1, rounds=1, warmup=1, active=1, threads=1, comm_threads="default",
                            net_repeats=1, save_traces=None, malloc="steady")
     row = run.run_one("tensor_fusion", "mlp", a)
     assert row["skipped"] == "did not finish within 300 s (last on stderr: RuntimeError: rank 0 gave up)"
@@ -180,3 +180,48 @@ def test_measured_ddp_cpu_reads_what_predict_measured_or_none():
                      "ddp_cpu_per_gradient_us=33.89,straggler_us=49.5"]}
     assert run.measured_ddp_cpu(pred) == {"ddp_cpu_us": "111.0", "ddp_cpu_per_gradient_us": "33.89"}
     assert run.measured_ddp_cpu({"opts": ["data_parallel:world_size=2,straggler_us=49.5"]}) is None
+
+
+def test_the_realtime_table_goes_between_its_own_markers_and_leaves_the_other_alone(tmp_path):
+    run = load_run()
+    doc = tmp_path / "accuracy.md"
+    doc.write_text(f"intro\n{run.DOC_BEGIN}\nold default table\n{run.DOC_END}\nmiddle\n"
+                   f"{run.DOC_BEGIN_REALTIME}\nold realtime table\n{run.DOC_END_REALTIME}\nend\n")
+    run.write_doc(doc, "new realtime table", realtime=True)
+    text = doc.read_text()
+    assert "old default table" in text and "old realtime table" not in text
+    assert f"{run.DOC_BEGIN_REALTIME}\nnew realtime table\n{run.DOC_END_REALTIME}" in text
+    assert text.endswith("middle\n" f"{run.DOC_BEGIN_REALTIME}\nnew realtime table\n{run.DOC_END_REALTIME}\nend\n")
+    run.write_doc(doc, "new default table")
+    assert f"{run.DOC_BEGIN}\nnew default table\n{run.DOC_END}" in doc.read_text()
+    assert "new realtime table" in doc.read_text()
+
+
+def test_realtime_comm_threads_puts_every_other_thread_in_sched_fifo():
+    run = load_run()
+    import os
+    import threading
+
+    import pytest
+
+    if not run.realtime_permitted():
+        pytest.skip("SCHED_FIFO needs root or CAP_SYS_NICE here")
+    started, stop = threading.Event(), threading.Event()
+    tid = []
+
+    def worker() -> None:
+        tid.append(threading.get_native_id())
+        started.set()
+        stop.wait(10)
+
+    t = threading.Thread(target=worker)
+    t.start()
+    started.wait(10)
+    try:
+        assert run.realtime_comm_threads() >= 1
+        assert os.sched_getscheduler(tid[0]) == os.SCHED_FIFO
+        assert os.sched_getscheduler(threading.get_native_id()) == os.SCHED_OTHER  # the caller keeps its class
+    finally:
+        os.sched_setscheduler(tid[0], os.SCHED_OTHER, os.sched_param(0))
+        stop.set()
+        t.join()
