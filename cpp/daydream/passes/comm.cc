@@ -286,10 +286,16 @@ std::vector<std::vector<Waiter>> WaitersOf(Graph& graph, const std::vector<int32
 // issued the all-reduces (`issues`, which go whole) loses `share` of its time
 // that overlapped one, and so does the framework time (gap) before it, unless
 // an all-reduce ended inside that gap (the thread waited for it: idle time,
-// which takes nothing from gloo). Returns the time removed.
-absl::StatusOr<TimeNs> RemoveRecordedCpuShares(Graph& graph, const std::vector<int32_t>& old,
-                                               const std::vector<int32_t>& issues, double share) {
-  if (share <= 0 || old.empty() || issues.empty()) return TimeNs{0};
+// which takes nothing from gloo). The calls themselves hold the share of the
+// all-reduce they overlap too (gloo's thread can take the core as soon as
+// the work is queued): what is left of them is what issuing one costs.
+struct RecordedShares {
+  TimeNs removed_ns = 0;  // taken off the thread's other work
+  TimeNs call_ns = 0;     // the calls' median less the share they hold
+};
+absl::StatusOr<RecordedShares> RemoveRecordedCpuShares(Graph& graph, const std::vector<int32_t>& old,
+                                                       const std::vector<int32_t>& issues, double share) {
+  if (share <= 0 || old.empty() || issues.empty()) return RecordedShares{};
   if (!graph.has_adjacency()) graph.BuildAdjacency();
   DD_ASSIGN_OR_RETURN(const Schedule replay, Simulate(graph));
   // The all-reduces' replayed spans, merged where they overlap (two at once
@@ -330,7 +336,8 @@ absl::StatusOr<TimeNs> RemoveRecordedCpuShares(Graph& graph, const std::vector<i
     const auto r = static_cast<size_t>(graph.tasks[t].resource);
     if (thread[r]) on_thread[r].push_back(static_cast<int32_t>(t));
   }
-  TimeNs removed = 0;
+  RecordedShares result;
+  std::vector<TimeNs> call_ns;
   for (std::vector<int32_t>& list : on_thread) {
     std::stable_sort(list.begin(), list.end(), [&](int32_t a, int32_t b) {
       return replay.start_ns[static_cast<size_t>(a)] < replay.start_ns[static_cast<size_t>(b)];
@@ -341,24 +348,29 @@ absl::StatusOr<TimeNs> RemoveRecordedCpuShares(Graph& graph, const std::vector<i
       Task& task = graph.tasks[t];
       const TimeNs start = replay.start_ns[t];
       const TimeNs end = replay.end_ns[t];
-      if (!issuing[t]) {
+      if (issuing[t]) {
+        call_ns.push_back(task.duration_ns -
+                          std::min(task.duration_ns, RoundNs(share * static_cast<double>(overlap(start, end)))));
+      } else {
         const TimeNs cut = std::min(task.duration_ns, RoundNs(share * static_cast<double>(overlap(start, end))));
         task.duration_ns -= cut;
-        removed += cut;
+        result.removed_ns += cut;
         if (task.gap_ns > 0 && previous_end != std::numeric_limits<TimeNs>::min()) {
           const TimeNs gap_end = std::min(start, previous_end + task.gap_ns);
           if (!span_ends_in(previous_end, gap_end)) {
             const TimeNs gap_cut =
                 std::min(task.gap_ns, RoundNs(share * static_cast<double>(overlap(previous_end, gap_end))));
             task.gap_ns -= gap_cut;
-            removed += gap_cut;
+            result.removed_ns += gap_cut;
           }
         }
       }
       previous_end = std::max(previous_end, end);
     }
   }
-  return removed;
+  std::nth_element(call_ns.begin(), call_ns.begin() + static_cast<std::ptrdiff_t>(call_ns.size() / 2), call_ns.end());
+  result.call_ns = call_ns[call_ns.size() / 2];  // issues is not empty
+  return result;
 }
 
 // Inserts the bucketed all-reduces of every iteration. Returns how many.
@@ -494,7 +506,7 @@ absl::StatusOr<int64_t> InsertAllReduces(Graph& graph, const AllReducePlan& plan
       // collective's CPU share (the optimizer waits for it).
       int32_t issuer = last_producer;
       const double reducer_us = plan.ddp_cpu_per_gradient_us * static_cast<double>(buckets[b].size()) +
-                                (b == 0 ? plan.ddp_cpu_us : 0.0);
+                                (b == 0 ? plan.ddp_cpu_us : 0.0) + static_cast<double>(plan.issue_call_ns) / 1e3;
       if (reducer_us > 0) {
         Task reducer;
         reducer.iteration = it;
@@ -502,7 +514,9 @@ absl::StatusOr<int64_t> InsertAllReduces(Graph& graph, const AllReducePlan& plan
         reducer.duration_ns = RoundNs(reducer_us * 1e3);
         reducer.name = graph.strings.Intern(StrCat("DDP reducer: bucket ", b, " (", buckets[b].size(), " gradients)"));
         DD_ASSIGN_OR_RETURN(issuer, InsertOnIssuingThread(editor, last_producer, reducer, id,
-                                                          plan.ddp_cpu_us > 0 ? "ddp_cpu_us" : "ddp_cpu_per_gradient_us"));
+                                                          plan.ddp_cpu_us > 0              ? "ddp_cpu_us"
+                                                          : plan.ddp_cpu_per_gradient_us > 0 ? "ddp_cpu_per_gradient_us"
+                                                                                             : "comm_cpu_share"));
         if (report) report_reducer += reducer.duration_ns;
       }
       if (plan.comm_cpu_share > 0) {
@@ -556,7 +570,12 @@ absl::StatusOr<int64_t> InsertAllReduces(Graph& graph, const AllReducePlan& plan
                       report_reducer > 0
                           ? StrCat("; DDP's reducer ", static_cast<double>(report_reducer) / 1e6,
                                    " ms per iteration on that thread before the all-reduces (ddp_cpu_us ",
-                                   plan.ddp_cpu_us, ", ddp_cpu_per_gradient_us ", plan.ddp_cpu_per_gradient_us, ")")
+                                   plan.ddp_cpu_us, ", ddp_cpu_per_gradient_us ", plan.ddp_cpu_per_gradient_us,
+                                   plan.issue_call_ns > 0
+                                       ? StrCat(", and the recorded calls' median ",
+                                                static_cast<double>(plan.issue_call_ns) / 1e3, " us to issue each")
+                                       : std::string(),
+                                   ")")
                           : std::string(),
                       linked_waiters > 0
                           ? StrCat("; ", linked_waiters, " tasks that waited for the recorded all-reduces (DDP's "
@@ -730,7 +749,9 @@ class TensorFusionPass : public Pass {
     std::vector<std::vector<Waiter>> waiters;
     if (!old.empty()) {
       waiters = WaitersOf(graph, old, issues);
-      DD_ASSIGN_OR_RETURN(const TimeNs shares, RemoveRecordedCpuShares(graph, old, issues, plan.comm_cpu_share));
+      DD_ASSIGN_OR_RETURN(const RecordedShares shares, RemoveRecordedCpuShares(graph, old, issues, plan.comm_cpu_share));
+      // One call issues each bucket's all-reduce, as the recorded ones did.
+      plan.issue_call_ns = shares.call_ns;
       GraphEditor editor(graph);
       for (int32_t t : old) DD_RETURN_IF_ERROR(editor.RemoveTask(t, /*keep_gap=*/false));
       TimeNs issued = 0;
@@ -744,8 +765,9 @@ class TensorFusionPass : public Pass {
                           issues.empty() ? std::string()
                                          : StrCat(" and the ", issues.size(), " calls that issued them (",
                                                   static_cast<double>(issued) / 1e6, " ms on the issuing thread; "
-                                                  "the new buckets' CPU shares take their place)"),
-                          shares > 0 ? StrCat("; ", static_cast<double>(shares) / 1e6,
+                                                  "one call of their median and a CPU share per new bucket take "
+                                                  "their place)"),
+                          shares.removed_ns > 0 ? StrCat("; ", static_cast<double>(shares.removed_ns) / 1e6,
                                               " ms of the issuing thread's other work, its comm_cpu_share while the "
                                               "recorded all-reduces ran, goes with them")
                                      : std::string()));

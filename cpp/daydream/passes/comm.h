@@ -35,6 +35,10 @@ struct AllReducePlan {
   // the bucket's all-reduce (daydream.calibrate_network measures both on gloo).
   double ddp_cpu_us = 0;
   double ddp_cpu_per_gradient_us = 0;
+  // The call that issues each bucket's all-reduce (c10d::allreduce_ on the
+  // issuing thread), in nanoseconds, with DDP's work before the all-reduce:
+  // tensor_fusion takes it from the recorded calls it removes. 0: none.
+  TimeNs issue_call_ns = 0;
   // Extra time of an all-reduce after a stretch of compute: (gap us, extra
   // us) points, gaps increasing; linear between them from (0, 0), flat after
   // the last (GapExtraUs). Empty: none.

@@ -882,7 +882,8 @@ TEST_CASE("data_parallel with buffer_bytes broadcasts the buffers before every f
 // no gap in which an all-reduce ended. Per trace event: (duration, gap) cut;
 // .first/.second of the result: the totals.
 std::pair<TimeNs, TimeNs> ExpectedShareCuts(const Graph& recorded, double share, int32_t thread,
-                                            std::map<int64_t, std::pair<TimeNs, TimeNs>>* per_event = nullptr) {
+                                            std::map<int64_t, std::pair<TimeNs, TimeNs>>* per_event = nullptr,
+                                            std::vector<TimeNs>* calls_less_share = nullptr) {
   absl::StatusOr<Schedule> s = Simulate(recorded);
   REQUIRE(s.ok());
   std::vector<std::pair<TimeNs, TimeNs>> spans;
@@ -907,7 +908,12 @@ std::pair<TimeNs, TimeNs> ExpectedShareCuts(const Graph& recorded, double share,
   for (size_t i = 0; i < recorded.tasks.size(); ++i) {  // ids in start order on the thread
     const Task& t = recorded.tasks[i];
     if (t.resource != thread) continue;
-    if (recorded.Str(t.name) != "c10d::allreduce_") {
+    if (recorded.Str(t.name) == "c10d::allreduce_") {
+      if (calls_less_share != nullptr) {
+        calls_less_share->push_back(t.duration_ns -
+                                    RoundNs(share * static_cast<double>(covered(s->start_ns[i], s->end_ns[i]))));
+      }
+    } else {
       const TimeNs cut = RoundNs(share * static_cast<double>(covered(s->start_ns[i], s->end_ns[i])));
       TimeNs gap_cut = 0;
       if (previous_end >= 0 && t.gap_ns > 0) {
@@ -958,6 +964,17 @@ TEST_CASE("tensor_fusion with comm_cpu_share replaces the calls that issued the 
   }
   CHECK(ValidateResourceChains(shared.g).ok());
   CHECK_THAT(context.notes[0], Catch::Contains("replaced 6 recorded gradient all-reduces and the 6 calls"));
+  // One call issues each new bucket's all-reduce, as long as the recorded
+  // ones (20 us), on the thread, before the all-reduce.
+  int calls = 0;
+  for (size_t i = 0; i < shared.g.tasks.size(); ++i) {
+    if (!StartsWith(shared.g.TaskName(static_cast<int32_t>(i)), "DDP reducer: bucket ")) continue;
+    ++calls;
+    CHECK(shared.g.tasks[i].duration_ns == 20 * kUs);
+    CHECK(shared.g.tasks[i].resource == shared.gpu);
+  }
+  CHECK(calls == static_cast<int>(inserted.size()));
+  CHECK_THAT(context.notes.back(), Catch::Contains("the recorded calls' median 20 us to issue each"));
   // The framework time before each call (DDP's hook) stays on the thread,
   // but for the last call's: nothing follows it there. (Less the recorded
   // all-reduces' CPU share where a gap overlapped one: the next test.)
@@ -983,10 +1000,18 @@ TEST_CASE("tensor_fusion takes the recorded all-reduces' CPU share off the work 
   o.issue_calls = true;
   o.grad_bytes = {64 * 1024, 64 * 1024, 64 * 1024};  // all-reduces as long as a few backward tasks
   o.recorded_net.alpha_s = 30e-6;
+  o.recorded_net.beta_bytes_per_s = 100e9;  // the 8 MiB broadcast before them is short
   const TrainingGraph recorded(o);
   std::map<int64_t, std::pair<TimeNs, TimeNs>> expected;
-  const auto [duration_cut, gap_cut] = ExpectedShareCuts(recorded.g, 0.5, recorded.gpu, &expected);
+  std::vector<TimeNs> calls;
+  const auto [duration_cut, gap_cut] = ExpectedShareCuts(recorded.g, 0.5, recorded.gpu, &expected, &calls);
   REQUIRE(duration_cut > 10 * kUs);  // the check below would pass on nothing
+  // The calls hold the share of the all-reduces they overlap too: what is
+  // left of them (their median) issues each new bucket.
+  std::sort(calls.begin(), calls.end());
+  REQUIRE(calls.size() == 6);
+  const TimeNs call_ns = calls[3];
+  REQUIRE(call_ns < 20 * kUs);
   TrainingGraph t(o);
   PassContext context;
   REQUIRE(RunOk("tensor_fusion", {{"network", "ethernet10"}, {"comm_cpu_share", "0.5"}}, t.g, &context));
@@ -1006,6 +1031,8 @@ TEST_CASE("tensor_fusion takes the recorded all-reduces' CPU share off the work 
   CHECK(gaps_after == gaps_before - 2 * kUs - gap_cut);
   CHECK_THAT(context.notes[0], Catch::Contains(StrCat(static_cast<double>(duration_cut + gap_cut) / 1e6,
                                                       " ms of the issuing thread's other work")));
+  CHECK_THAT(context.notes.back(), Catch::Contains(StrCat("the recorded calls' median ",
+                                                          static_cast<double>(call_ns) / 1e3, " us to issue each")));
   // Without a share, nothing is taken off.
   TrainingGraph beside(o);
   REQUIRE(RunOk("tensor_fusion", {{"network", "ethernet10"}}, beside.g));
