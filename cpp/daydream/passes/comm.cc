@@ -277,53 +277,42 @@ std::vector<std::vector<Waiter>> WaitersOf(Graph& graph, const std::vector<int32
   return waiters;
 }
 
-// While a recorded all-reduce ran on gloo's threads, they took
-// `comm_cpu_share` of the core from the thread that computes (the calibration
-// measures that share on a loop of compute with all-reduces beside it): the
-// thread's work and framework time that overlapped the all-reduce hold it, not
-// only the call that issued it. With the recorded all-reduce gone, so is its
-// share. In a replay of the graph as recorded, every task on a thread that
-// issued the all-reduces (`issues`, which go whole) loses `share` of its time
-// that overlapped one, and so does the framework time (gap) before it, unless
-// an all-reduce ended inside that gap (the thread waited for it: idle time,
-// which takes nothing from gloo). The calls themselves hold the share of the
-// all-reduce they overlap too (gloo's thread can take the core as soon as
-// the work is queued): what is left of them is what issuing one costs.
+// While a recorded all-reduce ran on gloo's threads, they took CPU from the
+// thread that computes (they share its core): the thread's work and framework
+// time that overlapped the all-reduce hold it, not only the call that issued
+// it. With the recorded all-reduce gone, so is what it took. How much: as for
+// a new bucket (InsertAllReduces), `comm_cpu_share` of its time on the plan's
+// network, and never more than that share of the thread's time it overlapped
+// (a span lengthened by waiting for the other rank or for a late wake-up
+// takes no more CPU). In a replay of the graph as recorded, it is spread over
+// the tasks on the threads that issued the all-reduces, and the framework time
+// (gap) before each, in proportion to their overlap with it; a gap in which an
+// all-reduce ended is left alone (the thread waited for it: idle time). The
+// calls in `issues` go whole; their share is what is left of them once the
+// all-reduce's share is taken out: what issuing one costs.
 struct RecordedShares {
   TimeNs removed_ns = 0;  // taken off the thread's other work
-  TimeNs call_ns = 0;     // the calls' median less the share they hold
+  TimeNs call_ns = 0;     // the calls' median less the all-reduce share they hold
 };
 absl::StatusOr<RecordedShares> RemoveRecordedCpuShares(Graph& graph, const std::vector<int32_t>& old,
-                                                       const std::vector<int32_t>& issues, double share) {
+                                                       const std::vector<int32_t>& issues, const AllReducePlan& plan) {
+  const double share = plan.comm_cpu_share;
   if (share <= 0 || old.empty() || issues.empty()) return RecordedShares{};
   if (!graph.has_adjacency()) graph.BuildAdjacency();
   DD_ASSIGN_OR_RETURN(const Schedule replay, Simulate(graph));
-  // The all-reduces' replayed spans, merged where they overlap (two at once
-  // take no more of the core than one: the share is of the thread's time).
-  std::vector<std::pair<TimeNs, TimeNs>> spans;
-  for (int32_t t : old) spans.emplace_back(replay.start_ns[static_cast<size_t>(t)], replay.end_ns[static_cast<size_t>(t)]);
-  std::sort(spans.begin(), spans.end());
-  std::vector<std::pair<TimeNs, TimeNs>> merged;
-  for (const auto& [a, b] : spans) {
-    if (!merged.empty() && a <= merged.back().second) {
-      merged.back().second = std::max(merged.back().second, b);
-    } else {
-      merged.emplace_back(a, b);
-    }
-  }
-  // Time of [a, b) inside the spans; whether a span ends in [a, b].
-  auto overlap = [&](TimeNs a, TimeNs b) {
-    TimeNs sum = 0;
-    auto it = std::upper_bound(merged.begin(), merged.end(), std::make_pair(a, std::numeric_limits<TimeNs>::max()));
-    if (it != merged.begin()) --it;
-    for (; it != merged.end() && it->first < b; ++it) sum += std::max<TimeNs>(0, std::min(b, it->second) - std::max(a, it->first));
-    return sum;
+  std::vector<TimeNs> ends;
+  for (int32_t t : old) ends.push_back(replay.end_ns[static_cast<size_t>(t)]);
+  std::sort(ends.begin(), ends.end());
+  auto ends_in = [&](TimeNs a, TimeNs b) {  // an all-reduce ended in [a, b]
+    auto it = std::lower_bound(ends.begin(), ends.end(), a);
+    return it != ends.end() && *it <= b;
   };
-  auto span_ends_in = [&](TimeNs a, TimeNs b) {
-    for (const auto& [s, e] : merged) {
-      if (e >= a && e <= b) return true;
-    }
-    return false;
+  // The issuing threads' time, in replay order: each task and the gap before it.
+  struct Piece {
+    TimeNs from, to;
+    int32_t task;
+    bool gap;
+    double cut = 0;
   };
   std::vector<uint8_t> thread(graph.resources.size(), 0);
   std::vector<uint8_t> issuing(graph.tasks.size(), 0);
@@ -336,36 +325,63 @@ absl::StatusOr<RecordedShares> RemoveRecordedCpuShares(Graph& graph, const std::
     const auto r = static_cast<size_t>(graph.tasks[t].resource);
     if (thread[r]) on_thread[r].push_back(static_cast<int32_t>(t));
   }
-  RecordedShares result;
-  std::vector<TimeNs> call_ns;
+  std::vector<std::vector<Piece>> pieces;
   for (std::vector<int32_t>& list : on_thread) {
+    if (list.empty()) continue;
     std::stable_sort(list.begin(), list.end(), [&](int32_t a, int32_t b) {
       return replay.start_ns[static_cast<size_t>(a)] < replay.start_ns[static_cast<size_t>(b)];
     });
+    std::vector<Piece>& out = pieces.emplace_back();
     TimeNs previous_end = std::numeric_limits<TimeNs>::min();
     for (int32_t id : list) {
       const auto t = static_cast<size_t>(id);
-      Task& task = graph.tasks[t];
       const TimeNs start = replay.start_ns[t];
-      const TimeNs end = replay.end_ns[t];
-      if (issuing[t]) {
-        call_ns.push_back(task.duration_ns -
-                          std::min(task.duration_ns, RoundNs(share * static_cast<double>(overlap(start, end)))));
-      } else {
-        const TimeNs cut = std::min(task.duration_ns, RoundNs(share * static_cast<double>(overlap(start, end))));
-        task.duration_ns -= cut;
-        result.removed_ns += cut;
-        if (task.gap_ns > 0 && previous_end != std::numeric_limits<TimeNs>::min()) {
-          const TimeNs gap_end = std::min(start, previous_end + task.gap_ns);
-          if (!span_ends_in(previous_end, gap_end)) {
-            const TimeNs gap_cut =
-                std::min(task.gap_ns, RoundNs(share * static_cast<double>(overlap(previous_end, gap_end))));
-            task.gap_ns -= gap_cut;
-            result.removed_ns += gap_cut;
-          }
-        }
+      const Task& task = graph.tasks[t];
+      if (task.gap_ns > 0 && previous_end != std::numeric_limits<TimeNs>::min() && !issuing[t]) {
+        const TimeNs gap_end = std::min(start, previous_end + task.gap_ns);
+        if (gap_end > previous_end && !ends_in(previous_end, gap_end)) out.push_back({previous_end, gap_end, id, true});
       }
-      previous_end = std::max(previous_end, end);
+      out.push_back({start, replay.end_ns[t], id, false});
+      previous_end = std::max(previous_end, replay.end_ns[t]);
+    }
+  }
+  // Each all-reduce's take, spread over the pieces it overlapped.
+  auto for_each_overlap = [&](TimeNs a, TimeNs b, auto&& f) {
+    for (std::vector<Piece>& list : pieces) {
+      auto it = std::lower_bound(list.begin(), list.end(), a, [](const Piece& p, TimeNs x) { return p.to <= x; });
+      for (; it != list.end() && it->from < b; ++it) {
+        const TimeNs o = std::min(b, it->to) - std::max(a, it->from);
+        if (o > 0) f(*it, o);
+      }
+    }
+  };
+  for (int32_t t : old) {
+    const Task& c = graph.tasks[static_cast<size_t>(t)];
+    const TimeNs a = replay.start_ns[static_cast<size_t>(t)];
+    const TimeNs b = replay.end_ns[static_cast<size_t>(t)];
+    TimeNs overlapped = 0;
+    for_each_overlap(a, b, [&](Piece&, TimeNs o) { overlapped += o; });
+    if (overlapped <= 0) continue;
+    const TimeNs wire =
+        CollectiveTime(Collective::kAllReduce, plan.algorithm, std::max<int64_t>(c.bytes, 0), plan.world_size, plan.network);
+    const double take = share * static_cast<double>(std::min(overlapped, wire));
+    for_each_overlap(a, b, [&](Piece& p, TimeNs o) {
+      p.cut += take * static_cast<double>(o) / static_cast<double>(overlapped);
+    });
+  }
+  RecordedShares result;
+  std::vector<TimeNs> call_ns;
+  for (const std::vector<Piece>& list : pieces) {
+    for (const Piece& p : list) {
+      Task& task = graph.tasks[static_cast<size_t>(p.task)];
+      TimeNs& field = p.gap ? task.gap_ns : task.duration_ns;
+      const TimeNs cut = std::min(field, RoundNs(p.cut));
+      if (issuing[static_cast<size_t>(p.task)]) {
+        call_ns.push_back(task.duration_ns - cut);  // the call goes whole: nothing is cut
+        continue;
+      }
+      field -= cut;
+      result.removed_ns += cut;
     }
   }
   std::nth_element(call_ns.begin(), call_ns.begin() + static_cast<std::ptrdiff_t>(call_ns.size() / 2), call_ns.end());
@@ -749,7 +765,7 @@ class TensorFusionPass : public Pass {
     std::vector<std::vector<Waiter>> waiters;
     if (!old.empty()) {
       waiters = WaitersOf(graph, old, issues);
-      DD_ASSIGN_OR_RETURN(const RecordedShares shares, RemoveRecordedCpuShares(graph, old, issues, plan.comm_cpu_share));
+      DD_ASSIGN_OR_RETURN(const RecordedShares shares, RemoveRecordedCpuShares(graph, old, issues, plan));
       // One call issues each bucket's all-reduce, as the recorded ones did.
       plan.issue_call_ns = shares.call_ns;
       GraphEditor editor(graph);

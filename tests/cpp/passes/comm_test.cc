@@ -947,7 +947,8 @@ TEST_CASE("tensor_fusion with comm_cpu_share replaces the calls that issued the 
   TrainingGraph shared(o);
   REQUIRE(issue_calls(shared.g).size() == 6);  // 3 gradients x 2 iterations
   PassContext context;
-  REQUIRE(RunOk("tensor_fusion", {{"network", "ethernet10"}, {"comm_cpu_share", "0.5"}}, shared.g, &context));
+  REQUIRE(RunOk("tensor_fusion", {{"network", "ethernet10"}, {"latency_us", "1000"}, {"comm_cpu_share", "0.5"}},
+                shared.g, &context));
   CHECK(issue_calls(shared.g).empty());
   // DDP's buckets ({2 MiB}, {3, 1 MiB}), their CPU shares on the thread that computes in their place.
   const std::vector<int32_t> inserted = Inserted(shared.g);
@@ -1014,7 +1015,10 @@ TEST_CASE("tensor_fusion takes the recorded all-reduces' CPU share off the work 
   REQUIRE(call_ns < 20 * kUs);
   TrainingGraph t(o);
   PassContext context;
-  REQUIRE(RunOk("tensor_fusion", {{"network", "ethernet10"}, {"comm_cpu_share", "0.5"}}, t.g, &context));
+  // 1 ms per ring step: each all-reduce's time on the network is longer than
+  // its recorded span, so what it took is the share of the time it overlapped.
+  const OptionMap slow_net = {{"network", "ethernet10"}, {"latency_us", "1000"}, {"comm_cpu_share", "0.5"}};
+  REQUIRE(RunOk("tensor_fusion", slow_net, t.g, &context));
   for (const Task& after : t.g.tasks) {
     auto it = expected.find(after.trace_event);
     if (after.resource != t.gpu || after.trace_event < 0 || it == expected.end()) continue;
@@ -1033,6 +1037,21 @@ TEST_CASE("tensor_fusion takes the recorded all-reduces' CPU share off the work 
                                                       " ms of the issuing thread's other work")));
   CHECK_THAT(context.notes.back(), Catch::Contains(StrCat("the recorded calls' median ",
                                                           static_cast<double>(call_ns) / 1e3, " us to issue each")));
+  // On a fast network an all-reduce takes no more than the share of its
+  // time there, however long its recorded span: here 1 us each (65536 B at
+  // 65.536 GB/s, no latency), so at most 0.5 us each is taken.
+  TrainingGraph fast(o);
+  PassContext fast_context;
+  REQUIRE(RunOk("tensor_fusion",
+                {{"network", "ethernet10"}, {"latency_us", "0"}, {"bandwidth_gbps", "65.536"}, {"comm_cpu_share", "0.5"}},
+                fast.g, &fast_context));
+  TimeNs fast_cut = 0;
+  for (const Task& after : fast.g.tasks) {
+    if (after.resource != fast.gpu || after.trace_event < 0 || expected.count(after.trace_event) == 0) continue;
+    fast_cut += recorded.g.tasks[static_cast<size_t>(after.trace_event)].duration_ns - after.duration_ns;
+  }
+  CHECK(fast_cut > 0);
+  CHECK(fast_cut <= 3 * kUs);  // 6 all-reduces
   // Without a share, nothing is taken off.
   TrainingGraph beside(o);
   REQUIRE(RunOk("tensor_fusion", {{"network", "ethernet10"}}, beside.g));
