@@ -389,6 +389,46 @@ absl::StatusOr<RecordedShares> RemoveRecordedCpuShares(Graph& graph, const std::
   return result;
 }
 
+// The builder links a task to a recorded all-reduce run by another CPU thread
+// (a thread edge) when its thread resumed right after the all-reduce ended. Before the iteration's last gradient was
+// produced that is not a wait for the result (backward never waits for its
+// all-reduces: the thread resumed when gloo's threads gave its core back),
+// and it goes with the all-reduce, instead of being bridged by the removal
+// to what the all-reduce waited for. Later waiters (DDP's finalize, the
+// optimizer) are relinked to the new buckets (WaitersOf). Returns how many
+// edges were dropped.
+size_t DropWaitsBeforeGradients(const Graph& graph, GraphEditor& editor, const std::vector<int32_t>& old,
+                                const std::vector<int32_t>& issues, const std::vector<int32_t>& grads) {
+  std::vector<TimeNs> produced_by(graph.iterations.size(), std::numeric_limits<TimeNs>::min());
+  for (int32_t g : grads) {
+    const Tensor& tensor = graph.tensors[static_cast<size_t>(g)];
+    for (size_t it = 0; it < produced_by.size(); ++it) {
+      const int32_t p = ProducerIn(tensor, static_cast<int32_t>(it));
+      if (p < 0) continue;
+      const Task& producer = graph.tasks[static_cast<size_t>(p)];
+      produced_by[it] = std::max(produced_by[it], producer.recorded_start_ns + producer.duration_ns);
+    }
+  }
+  std::vector<int32_t> gone = old;
+  gone.insert(gone.end(), issues.begin(), issues.end());
+  std::sort(gone.begin(), gone.end());
+  size_t dropped = 0;
+  for (int32_t t : old) {
+    const Task& c = graph.tasks[static_cast<size_t>(t)];
+    if (c.iteration < 0 || static_cast<size_t>(c.iteration) >= produced_by.size()) continue;
+    for (int32_t e : editor.OutEdges(t)) {
+      const Edge& edge = graph.edges[static_cast<size_t>(e)];
+      // A cross-thread resume, not a sync or data dependence.
+      if (edge.kind != EdgeKind::kThread || std::binary_search(gone.begin(), gone.end(), edge.to)) continue;
+      const Task& w = graph.tasks[static_cast<size_t>(edge.to)];
+      if (w.iteration != c.iteration || w.recorded_start_ns >= produced_by[static_cast<size_t>(c.iteration)]) continue;
+      editor.RemoveEdge(e);
+      ++dropped;
+    }
+  }
+  return dropped;
+}
+
 // Inserts the bucketed all-reduces of every iteration. Returns how many.
 // `waiters[i]` (may be shorter than the iterations): the tasks of iteration
 // i that waited for the gradient all-reduces a recorded graph had (DDP's
@@ -769,6 +809,7 @@ class TensorFusionPass : public Pass {
       // One call issues each bucket's all-reduce, as the recorded ones did.
       plan.issue_call_ns = shares.call_ns;
       GraphEditor editor(graph);
+      const size_t dropped = DropWaitsBeforeGradients(graph, editor, old, issues, grads);
       for (int32_t t : old) DD_RETURN_IF_ERROR(editor.RemoveTask(t, /*keep_gap=*/false));
       TimeNs issued = 0;
       for (int32_t t : issues) {
@@ -786,7 +827,10 @@ class TensorFusionPass : public Pass {
                           shares.removed_ns > 0 ? StrCat("; ", static_cast<double>(shares.removed_ns) / 1e6,
                                               " ms of the issuing thread's other work, its comm_cpu_share while the "
                                               "recorded all-reduces ran, goes with them")
-                                     : std::string()));
+                                     : std::string(),
+                          dropped > 0 ? StrCat("; ", dropped, " waits for them by tasks that ran before their "
+                                               "iteration's gradients were all produced go too")
+                                      : std::string()));
       // Tensor ids are unchanged by the removal; the list stays valid.
     }
     DD_RETURN_IF_ERROR(InsertAllReduces(graph, plan, grads, context, name(), waiters).status());

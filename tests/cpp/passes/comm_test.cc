@@ -1061,6 +1061,47 @@ TEST_CASE("tensor_fusion takes the recorded all-reduces' CPU share off the work 
   CHECK(work_after == work_before);
 }
 
+TEST_CASE("tensor_fusion drops a wait for a recorded all-reduce by a task that ran before the gradients were all produced",
+          "[comm]") {
+  // The builder links a thread that resumed right after an all-reduce ended
+  // to it; mid-backward that is gloo's thread giving the core back, not a
+  // wait for the result. Here bwd2#0 (the iteration's last gradient) is
+  // linked so to the iteration's first recorded all-reduce.
+  TrainingGraphOptions o = CpuRanks();
+  o.recorded_world = 2;
+  o.issue_calls = true;
+  TrainingGraph t(o);
+  int32_t bwd2 = -1, first_ar = -1;
+  for (size_t i = 0; i < t.g.tasks.size(); ++i) {
+    if (t.g.TaskName(static_cast<int32_t>(i)) == "bwd2#0") bwd2 = static_cast<int32_t>(i);
+    if (first_ar < 0 && t.g.tasks[i].kind == TaskKind::kCollective && t.g.tasks[i].iteration == 0) {
+      first_ar = static_cast<int32_t>(i);
+    }
+  }
+  REQUIRE(bwd2 >= 0);
+  REQUIRE(first_ar >= 0);
+  t.g.AddEdge(first_ar, bwd2, EdgeKind::kThread, 3 * kUs);
+  t.g.BuildAdjacency();
+  absl::StatusOr<Schedule> s = Simulate(t.g);
+  REQUIRE(s.ok());
+  for (size_t i = 0; i < t.g.tasks.size(); ++i) t.g.tasks[i].recorded_start_ns = s->start_ns[i];
+  const int64_t bwd2_event = t.g.tasks[static_cast<size_t>(bwd2)].trace_event;
+  PassContext context;
+  REQUIRE(RunOk("tensor_fusion", {{"network", "ethernet10"}, {"comm_cpu_share", "0.5"}}, t.g, &context));
+  int32_t after = -1;
+  for (size_t i = 0; i < t.g.tasks.size(); ++i) {
+    if (t.g.tasks[i].trace_event == bwd2_event) after = static_cast<int32_t>(i);
+  }
+  REQUIRE(after >= 0);
+  t.g.BuildAdjacency();
+  for (int32_t e : t.g.in_edges(after)) {
+    INFO(t.g.TaskName(t.g.edges[static_cast<size_t>(e)].from));
+    CHECK(t.g.edges[static_cast<size_t>(e)].kind == EdgeKind::kSequential);  // its thread's order, nothing bridged
+  }
+  CHECK_THAT(context.notes[0], Catch::Contains("; 1 waits for them by tasks that ran before their iteration's "
+                                               "gradients were all produced go too"));
+}
+
 TEST_CASE("tensor_fusion makes what waited for the recorded all-reduces wait for the new buckets", "[comm]") {
   // DDP's finalize copies the buckets back into the gradients once every
   // all-reduce is done; the CPU optimizer (on another thread) waits for the
