@@ -390,11 +390,11 @@ absl::StatusOr<RecordedShares> RemoveRecordedCpuShares(Graph& graph, const std::
 }
 
 // The builder links a task to a recorded all-reduce run by another CPU thread
-// (a thread edge) when its thread resumed right after the all-reduce ended. Before the iteration's last gradient was
-// produced that is not a wait for the result (backward never waits for its
-// all-reduces: the thread resumed when gloo's threads gave its core back),
-// and it goes with the all-reduce, instead of being bridged by the removal
-// to what the all-reduce waited for. Later waiters (DDP's finalize, the
+// (a thread edge) when its thread resumed right after the all-reduce ended.
+// Before the iteration's last gradient was produced that is not a wait for
+// the result (backward never waits for its all-reduces: the thread resumed
+// when gloo's threads gave its core back), and it goes with the all-reduce,
+// instead of being bridged by the removal to what the all-reduce waited for. Later waiters (DDP's finalize, the
 // optimizer) are relinked to the new buckets (WaitersOf). Returns how many
 // edges were dropped.
 size_t DropWaitsBeforeGradients(const Graph& graph, GraphEditor& editor, const std::vector<int32_t>& old,
@@ -935,10 +935,12 @@ PassInfo TensorFusionPassInfo() {
       "and the network is fitted to them (alpha-beta, least squares), and what waited for them (DDP's copy of the "
       "buckets into the gradients: by an edge, or by an idle gap holding a CPU-run all-reduce's end) waits for the "
       "iteration's last new bucket; on a single-device graph it acts as "
-      "data_parallel with world_size ranks. With comm_cpu_share, each new all-reduce also runs that share of "
-      "its time on the thread that issues it, and the recorded calls that issued the replaced ones (their spans "
-      "hold the CPU those took from the thread) are removed. Sources: Horovod tensor fusion, PyTorch DDP buckets, XLA's "
-      "all-reduce combiner, DisCo.";
+      "data_parallel with world_size ranks. A CPU task that resumed just after a recorded all-reduce before the "
+      "iteration's gradients were all produced no longer waits. With comm_cpu_share, each new all-reduce also runs "
+      "that share of its time on the thread that issues it, after one issuing call (the recorded calls' median less "
+      "the all-reduce share they hold); the recorded calls are removed, and so is what each recorded all-reduce took "
+      "from the issuing thread's other work (the share of its overlap, at most the share of its time on the "
+      "network). Sources: Horovod tensor fusion, PyTorch DDP buckets, XLA's all-reduce combiner, DisCo.";
   info.options = {
       {"bucket_mb", OptionType::kDouble, "25", "bucket size in MB (0: one all-reduce per gradient)"},
       {"first_bucket_mb", OptionType::kDouble, "1", "size of the first bucket in MB"},
