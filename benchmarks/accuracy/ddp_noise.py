@@ -6,11 +6,17 @@ harness's models and batches) in ``--jobs`` separate jobs, as the accuracy
 run's data_parallel and tensor_fusion experiments do, and prints per job:
 the step times' median, mean and 10th/90th percentiles with a histogram, a
 4 kB all-reduce's times back to back (the calibration's probe) with theirs,
-and the CPU time each rank spent while the other slept 5 ms before every
-all-reduce (near the wall time if gloo's threads spin while they wait, near
-zero if they sleep).
+after 2 ms of matmuls on both ranks, and ten issued at once, a 1 MB
+all-reduce's, and the CPU time each rank spent while the other slept 5 ms
+before every all-reduce (near the wall time if gloo's threads spin while
+they wait, near zero if they sleep). ``--comm-threads realtime`` runs gloo's
+threads at SCHED_FIFO, as ``run.py --comm-threads realtime`` does;
+``--phases`` times forward, backward and optimizer step of the model in DDP
+with the harness's small buckets, with one bucket, and plain, instead.
 
     python benchmarks/accuracy/ddp_noise.py --model mlp --cap 25 --jobs 3
+    python benchmarks/accuracy/ddp_noise.py --model mlp --jobs 2 --comm-threads realtime
+    python benchmarks/accuracy/ddp_noise.py --model transformer --jobs 1 --phases --comm-threads realtime
 
 Diagnostic only: nothing here feeds a prediction (docs/accuracy.md, "How far
 the two-process truth itself moves").
@@ -56,12 +62,22 @@ def rank_main(rank: int, port: int, a: argparse.Namespace, queue: Any) -> None:
 
     from daydream.capture import training_step  # noqa: PLC0415
     from models import build, loss_for  # noqa: PLC0415
-    from run import BATCH, adam, make_batch  # noqa: PLC0415
+    from run import BATCH, adam, grad_mb, make_batch, realtime_comm_threads  # noqa: PLC0415
 
     torch.set_num_threads(1)
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2)
     try:
+        if a.comm_threads == "realtime":
+            dist.barrier()  # gloo's threads exist once it has communicated
+            realtime_comm_threads()
         x, y = make_batch(a.model, BATCH[a.model], seed=rank)
+        if a.phases:
+            if rank == 0:
+                queue.put({"phases": phase_times(a, dist, DDP, build, adam, grad_mb, loss_for(a.model), x, y)})
+            else:
+                phase_times(a, dist, DDP, build, adam, grad_mb, loss_for(a.model), x, y)
+            dist.barrier()
+            return
         model = DDP(build(a.model), bucket_cap_mb=a.cap)
         step = training_step(model, x, y, loss_for(a.model), adam(model.parameters()))
         for _ in range(a.warmup):
@@ -79,6 +95,34 @@ def rank_main(rank: int, port: int, a: argparse.Namespace, queue: Any) -> None:
             t0 = time.perf_counter()
             dist.all_reduce(buf)
             all_reduce.append((time.perf_counter() - t0) * 1e3)
+        # The same 4 kB all-reduce after 2 ms of matmuls on both ranks, ten
+        # issued at once and waited for together, and a 1 MB one.
+        mat = torch.randn(128, 128)
+        after_compute: List[float] = []
+        for _ in range(a.all_reduces // 3):
+            dist.barrier()
+            t0 = time.perf_counter()
+            while time.perf_counter() - t0 < 0.002:
+                mat = torch.mm(mat, mat)
+                mat = mat / mat.norm()
+            t0 = time.perf_counter()
+            dist.all_reduce(buf)
+            after_compute.append((time.perf_counter() - t0) * 1e3)
+        ten_at_once: List[float] = []
+        for _ in range(max(a.all_reduces // 8, 2)):
+            dist.barrier()
+            t0 = time.perf_counter()
+            works = [dist.all_reduce(buf.clone(), async_op=True) for _ in range(10)]
+            for w in works:
+                w.wait()
+            ten_at_once.append((time.perf_counter() - t0) * 1e3)
+        big = torch.ones(256 * 1024)
+        dist.barrier()
+        one_mb: List[float] = []
+        for _ in range(a.all_reduces // 3):
+            t0 = time.perf_counter()
+            dist.all_reduce(big)
+            one_mb.append((time.perf_counter() - t0) * 1e3)
         dist.barrier()
         r0, t0 = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
         for _ in range(100):
@@ -92,9 +136,46 @@ def rank_main(rank: int, port: int, a: argparse.Namespace, queue: Any) -> None:
         # ("terminate called without an active exception").
         dist.barrier()
         if rank == 0:
-            queue.put({"steps": steps, "all_reduce": all_reduce, "wait_wall_s": wall, "wait_cpu_s": cpu})
+            queue.put({"steps": steps, "all_reduce": all_reduce, "after_compute": after_compute,
+                       "ten_at_once": ten_at_once, "one_mb": one_mb, "wait_wall_s": wall, "wait_cpu_s": cpu})
     finally:
         dist.destroy_process_group()
+
+
+def phase_times(a: argparse.Namespace, dist: Any, DDP: Any, build: Any, adam: Any, grad_mb: Any, loss_fn: Any,
+                x: Any, y: Any) -> Dict[str, Dict[str, float]]:
+    """``--phases``: forward, backward and optimizer step of the model in DDP
+    with the harness's small buckets (1/20 of its gradients), in DDP with one
+    bucket, and plain, interleaved round by round; medians in ms."""
+    small = round(grad_mb(build(a.model)) / 20, 4)
+    models = {f"DDP bucket_cap_mb={small:g}": DDP(build(a.model), bucket_cap_mb=small),
+              "DDP bucket_cap_mb=25": DDP(build(a.model), bucket_cap_mb=25.0), "plain": build(a.model)}
+    if a.comm_threads == "realtime":
+        from run import realtime_comm_threads  # noqa: PLC0415
+
+        realtime_comm_threads()
+    optimizers = {k: adam(m.parameters()) for k, m in models.items()}
+    times: Dict[str, Dict[str, List[float]]] = {k: {"forward": [], "backward": [], "optimizer": [], "step": []}
+                                                for k in models}
+    rounds = max(a.steps // 30, 3)
+    for r in range(rounds + 2):  # the first two rounds warm up
+        for k, m in models.items():
+            opt = optimizers[k]
+            for _ in range(30):
+                dist.barrier()
+                t0 = time.perf_counter()
+                opt.zero_grad(set_to_none=True)
+                loss = loss_fn(m(x), y)
+                t1 = time.perf_counter()
+                loss.backward()
+                t2 = time.perf_counter()
+                opt.step()
+                t3 = time.perf_counter()
+                if r >= 2:
+                    for phase, v in (("forward", t1 - t0), ("backward", t2 - t1), ("optimizer", t3 - t2),
+                                     ("step", t3 - t0)):
+                        times[k][phase].append(v * 1e3)
+    return {k: {phase: statistics.median(v) for phase, v in d.items()} for k, d in times.items()}
 
 
 def one_job(a: argparse.Namespace) -> Dict[str, Any]:
@@ -128,15 +209,27 @@ def main() -> int:
     ap.add_argument("--warmup", type=int, default=30)
     ap.add_argument("--all-reduces", type=int, default=300, help="timed 4 kB all-reduces per job")
     ap.add_argument("--timeout", type=float, default=300.0, help="per-job limit (s)")
+    ap.add_argument("--comm-threads", choices=("default", "realtime"), default="default",
+                    help="gloo's threads as the OS schedules them or at SCHED_FIFO 1 (as run.py; root or CAP_SYS_NICE)")
+    ap.add_argument("--phases", action="store_true",
+                    help="instead: forward, backward and optimizer of DDP with small buckets, with one, and plain")
     a = ap.parse_args()
     os.environ.setdefault("OMP_NUM_THREADS", "1")
-    print(f"{a.model}, DDP bucket_cap_mb={a.cap:g}, gloo, 2 processes x 1 thread; {a.jobs} jobs")
+    print(f"{a.model}, DDP bucket_cap_mb={a.cap:g}, gloo, 2 processes x 1 thread, gloo's threads {a.comm_threads}; "
+          f"{a.jobs} jobs")
     for j in range(a.jobs):
         r = one_job(a)
+        if a.phases:
+            for config, d in r["phases"].items():
+                print(f"job {j + 1}: {config:<28} " + "  ".join(f"{p} {v:.3f}" for p, v in d.items()) + " ms")
+            continue
         print(f"job {j + 1}: step {describe(r['steps'])}")
         print(f"  step histogram (ms): {histogram(r['steps'], STEP_EDGES_MS)}")
         print(f"  4 kB all-reduce: {describe(r['all_reduce'])}")
         print(f"  all-reduce histogram (ms): {histogram(r['all_reduce'], ALL_REDUCE_EDGES_MS)}")
+        print(f"  4 kB all-reduce after 2 ms of matmuls: {describe(r['after_compute'])}")
+        print(f"  ten 4 kB all-reduces issued at once: {describe(r['ten_at_once'])}")
+        print(f"  1 MB all-reduce: {describe(r['one_mb'])}")
         print(f"  rank 0 waiting for a rank that sleeps 5 ms before each of 100 all-reduces: "
               f"{r['wait_cpu_s']:.3f} s of CPU in {r['wait_wall_s']:.3f} s")
     return 0
