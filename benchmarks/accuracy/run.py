@@ -458,7 +458,8 @@ def realtime_comm_threads() -> int:
     """``--comm-threads realtime``: every thread of this process but the calling
     one (gloo's, here) to SCHED_FIFO priority 1, so that a gloo thread woken
     by a peer's message runs at once instead of after the host's next
-    scheduler tick (docs/accuracy.md, "Gloo's threads in real time").
+    scheduler tick (docs/accuracy.md, "The two-process experiments with
+    gloo's threads in real time").
     Returns how many threads were set; PermissionError without CAP_SYS_NICE."""
     me = threading.get_native_id()
     n = 0
