@@ -150,10 +150,6 @@ def phase_times(a: argparse.Namespace, dist: Any, DDP: Any, build: Any, adam: An
     small = round(grad_mb(build(a.model)) / 20, 4)
     models = {f"DDP bucket_cap_mb={small:g}": DDP(build(a.model), bucket_cap_mb=small),
               "DDP bucket_cap_mb=25": DDP(build(a.model), bucket_cap_mb=25.0), "plain": build(a.model)}
-    if a.comm_threads == "realtime":
-        from run import realtime_comm_threads  # noqa: PLC0415
-
-        realtime_comm_threads()
     optimizers = {k: adam(m.parameters()) for k, m in models.items()}
     times: Dict[str, Dict[str, List[float]]] = {k: {"forward": [], "backward": [], "optimizer": [], "step": []}
                                                 for k in models}

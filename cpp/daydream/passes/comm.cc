@@ -180,6 +180,23 @@ int32_t ProducerIn(const Tensor& t, int32_t iteration) {
   return -1;
 }
 
+// Per iteration, when its last gradient was produced (the recorded end of the
+// latest producing task; the lowest TimeNs for an iteration without one). A
+// task of the iteration that started before it cannot have waited for all of
+// the iteration's all-reduces.
+std::vector<TimeNs> GradientsProducedBy(const Graph& graph, const std::vector<int32_t>& grads) {
+  std::vector<TimeNs> produced_by(graph.iterations.size(), std::numeric_limits<TimeNs>::min());
+  for (int32_t g : grads) {
+    for (size_t it = 0; it < produced_by.size(); ++it) {
+      const int32_t p = ProducerIn(graph.tensors[static_cast<size_t>(g)], static_cast<int32_t>(it));
+      if (p < 0) continue;
+      const Task& producer = graph.tasks[static_cast<size_t>(p)];
+      produced_by[it] = std::max(produced_by[it], producer.recorded_start_ns + producer.duration_ns);
+    }
+  }
+  return produced_by;
+}
+
 // A CPU task of the communication phase on the thread of `after`, right
 // after it, that `before` waits for; the thread's later work waits for it
 // too (that is the contention). Returns its id. Error, naming `option`:
@@ -216,7 +233,8 @@ struct Waiter {
 };
 
 // Per iteration, the tasks that waited for the recorded all-reduces `old`
-// (which go, with the calls in `issues`): by their edges from them (DDP's
+// (which go, with the calls that issued them: `gone`, all of them, sorted): by
+// their edges from them (DDP's
 // finalize on the thread that ran backward, a GPU optimizer, the step's
 // synchronization), or, behind a collective run by CPU threads (gloo), by an
 // idle gap on a CPU thread that holds its end (one on a GPU stream is waited
@@ -225,10 +243,7 @@ struct Waiter {
 // removal (GraphEditor::Commit keeps the order of what stays: an id moves
 // down by the number of removed ids below it).
 std::vector<std::vector<Waiter>> WaitersOf(Graph& graph, const std::vector<int32_t>& old,
-                                           const std::vector<int32_t>& issues) {
-  std::vector<int32_t> gone = old;
-  gone.insert(gone.end(), issues.begin(), issues.end());
-  std::sort(gone.begin(), gone.end());
+                                           const std::vector<int32_t>& gone) {
   auto is_gone = [&](int32_t t) { return std::binary_search(gone.begin(), gone.end(), t); };
   if (!graph.has_adjacency()) graph.BuildAdjacency();
   std::vector<std::vector<Waiter>> waiters(graph.iterations.size());
@@ -395,23 +410,11 @@ absl::StatusOr<RecordedShares> RemoveRecordedCpuShares(Graph& graph, const std::
 // the result (backward never waits for its all-reduces: the thread resumed
 // when gloo's threads gave its core back), and it goes with the all-reduce,
 // instead of being bridged by the removal to what the all-reduce waited for. Later waiters (DDP's finalize, the
-// optimizer) are relinked to the new buckets (WaitersOf). Returns how many
-// edges were dropped.
+// optimizer) are relinked to the new buckets (WaitersOf). `gone`: as for
+// WaitersOf. Returns how many edges were dropped.
 size_t DropWaitsBeforeGradients(const Graph& graph, GraphEditor& editor, const std::vector<int32_t>& old,
-                                const std::vector<int32_t>& issues, const std::vector<int32_t>& grads) {
-  std::vector<TimeNs> produced_by(graph.iterations.size(), std::numeric_limits<TimeNs>::min());
-  for (int32_t g : grads) {
-    const Tensor& tensor = graph.tensors[static_cast<size_t>(g)];
-    for (size_t it = 0; it < produced_by.size(); ++it) {
-      const int32_t p = ProducerIn(tensor, static_cast<int32_t>(it));
-      if (p < 0) continue;
-      const Task& producer = graph.tasks[static_cast<size_t>(p)];
-      produced_by[it] = std::max(produced_by[it], producer.recorded_start_ns + producer.duration_ns);
-    }
-  }
-  std::vector<int32_t> gone = old;
-  gone.insert(gone.end(), issues.begin(), issues.end());
-  std::sort(gone.begin(), gone.end());
+                                const std::vector<int32_t>& gone, const std::vector<int32_t>& grads) {
+  const std::vector<TimeNs> produced_by = GradientsProducedBy(graph, grads);
   size_t dropped = 0;
   for (int32_t t : old) {
     const Task& c = graph.tasks[static_cast<size_t>(t)];
@@ -452,6 +455,7 @@ absl::StatusOr<int64_t> InsertAllReduces(Graph& graph, const AllReducePlan& plan
     if (!graph.has_adjacency()) graph.BuildAdjacency();
     DD_ASSIGN_OR_RETURN(replay, Simulate(graph));
   }
+  const std::vector<TimeNs> produced_by = waiters.empty() ? std::vector<TimeNs>() : GradientsProducedBy(graph, grads);
   GraphEditor editor(graph);
   Resource channel;
   channel.kind = ResourceKind::kCommChannel;
@@ -509,7 +513,6 @@ absl::StatusOr<int64_t> InsertAllReduces(Graph& graph, const AllReducePlan& plan
     // durations given so far: a bucket ready before it is queued. Each
     // iteration starts with it free (its optimizer waited for the last one).
     TimeNs channel_free = std::numeric_limits<TimeNs>::min();
-    TimeNs produced_by = 0;  // recorded: when the iteration's last bucket gradient was produced
     for (size_t b = 0; b < buckets.size(); ++b) {
       int64_t bytes = 0;
       TimeNs ready_order = 0;
@@ -521,8 +524,6 @@ absl::StatusOr<int64_t> InsertAllReduces(Graph& graph, const AllReducePlan& plan
           last_producer = p;
         }
         ready_order = std::max(ready_order, graph.tasks[static_cast<size_t>(p)].recorded_start_ns);
-        produced_by = std::max(produced_by, graph.tasks[static_cast<size_t>(p)].recorded_start_ns +
-                                                graph.tasks[static_cast<size_t>(p)].duration_ns);
       }
       Task task;
       task.kind = TaskKind::kCollective;
@@ -589,7 +590,7 @@ absl::StatusOr<int64_t> InsertAllReduces(Graph& graph, const AllReducePlan& plan
     if (static_cast<size_t>(it) < waiters.size()) {
       for (const Waiter& w : waiters[static_cast<size_t>(it)]) {
         Task& task = graph.tasks[static_cast<size_t>(w.task)];
-        if (task.recorded_start_ns < produced_by) continue;
+        if (task.recorded_start_ns < produced_by[static_cast<size_t>(it)]) continue;
         editor.AddEdge(previous, w.task, EdgeKind::kData, w.lag_ns);
         task.gap_ns = std::max<TimeNs>(0, task.gap_ns - w.gap_cut_ns);
         ++linked_waiters;
@@ -804,12 +805,15 @@ class TensorFusionPass : public Pass {
     // removal below would link it to what the old ones waited for instead.
     std::vector<std::vector<Waiter>> waiters;
     if (!old.empty()) {
-      waiters = WaitersOf(graph, old, issues);
+      std::vector<int32_t> gone = old;
+      gone.insert(gone.end(), issues.begin(), issues.end());
+      std::sort(gone.begin(), gone.end());
+      waiters = WaitersOf(graph, old, gone);
       DD_ASSIGN_OR_RETURN(const RecordedShares shares, RemoveRecordedCpuShares(graph, old, issues, plan));
       // One call issues each bucket's all-reduce, as the recorded ones did.
       plan.issue_call_ns = shares.call_ns;
       GraphEditor editor(graph);
-      const size_t dropped = DropWaitsBeforeGradients(graph, editor, old, issues, grads);
+      const size_t dropped = DropWaitsBeforeGradients(graph, editor, old, gone, grads);
       for (int32_t t : old) DD_RETURN_IF_ERROR(editor.RemoveTask(t, /*keep_gap=*/false));
       TimeNs issued = 0;
       for (int32_t t : issues) {
