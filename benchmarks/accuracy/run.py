@@ -232,14 +232,16 @@ def predict(prof: Any, opt: str, options: Dict[str, Any]) -> Dict[str, Any]:
 
 
 def keep_capture(a: argparse.Namespace, exp: str, name: str, prof: Any, prediction: Dict[str, Any]) -> None:
-    """--save-traces: the captured baseline and the passes as daydream.predict
-    ran them (calibrated options included), to rerun by hand with
-    `daydream predict TRACE --opt OPTS`."""
+    """--save-traces: the captured baseline, the graph daydream.predict ran
+    the pass on (the profiler's overhead removed) and the passes as it ran
+    them (calibrated options included), to rerun by hand with `daydream
+    predict TRACE --opt OPTS` or on the graph (`daydream.Graph.load`)."""
     if not getattr(a, "save_traces", None):
         return
     os.makedirs(a.save_traces, exist_ok=True)
     stem = os.path.join(a.save_traces, f"{exp}_{name}")
     prof.save_trace(stem + ".json.gz")
+    prof.graph.save(stem + ".graph.pb")  # what daydream.predict ran the pass on: the profiler's overhead removed
     Path(stem + ".options.json").write_text(json.dumps({"opts": prediction["opts"]}, indent=1) + "\n")
 
 
@@ -859,8 +861,9 @@ def main() -> int:
     ap.add_argument("--quick", action="store_true", help="smoke run: 2 rounds x 8 steps (files written only "
                     "when --doc/--json are given)")
     ap.add_argument("--save-traces", type=Path, help="keep each captured baseline here "
-                    "(EXPERIMENT_MODEL.json.gz) with the pass options of its prediction (EXPERIMENT_MODEL.options.json), "
-                    "for `daydream predict` by hand")
+                    "(EXPERIMENT_MODEL.json.gz), the graph its prediction ran on, the profiler's overhead removed "
+                    "(EXPERIMENT_MODEL.graph.pb, for daydream.Graph.load), and the pass options of its prediction "
+                    "(EXPERIMENT_MODEL.options.json), for `daydream predict` by hand")
     ap.add_argument("--doc", type=Path, help="markdown file whose ground-truth markers get the table")
     ap.add_argument("--json", type=Path, help="where to write every row")
     ap.add_argument("--from-json", type=Path, help="re-render the table from a results file of an earlier run "

@@ -225,3 +225,30 @@ def test_realtime_comm_threads_puts_every_other_thread_in_sched_fifo():
         os.sched_setscheduler(tid[0], os.SCHED_OTHER, os.sched_param(0))
         stop.set()
         t.join()
+
+
+def test_save_traces_keeps_the_trace_the_corrected_graph_and_the_options(tmp_path, example_trace):
+    import argparse  # noqa: PLC0415
+    import json  # noqa: PLC0415
+
+    import daydream  # noqa: PLC0415
+
+    run = load_run()
+    graph = daydream.build_graph(example_trace)
+
+    class Capture:  # what keep_capture reads of a daydream.Profiler
+        def __init__(self):
+            self.graph = graph
+
+        def save_trace(self, path):
+            Path(path).write_bytes(b"trace")
+
+    opts = ["tensor_fusion:world_size=2"]
+    run.keep_capture(argparse.Namespace(save_traces=tmp_path), "tensor_fusion", "mlp", Capture(), {"opts": opts})
+    assert (tmp_path / "tensor_fusion_mlp.json.gz").read_bytes() == b"trace"
+    assert json.loads((tmp_path / "tensor_fusion_mlp.options.json").read_text())["opts"] == opts
+    kept = daydream.Graph.load(str(tmp_path / "tensor_fusion_mlp.graph.pb"))
+    assert kept.to_bytes() == graph.to_bytes()
+    run.keep_capture(argparse.Namespace(save_traces=None), "x", "y", Capture(), {"opts": opts})  # off: writes nothing
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "tensor_fusion_mlp.graph.pb", "tensor_fusion_mlp.json.gz", "tensor_fusion_mlp.options.json"]
