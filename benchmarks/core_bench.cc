@@ -19,6 +19,10 @@
 // trace records the reader keeps (complete + instant events + flow endpoints);
 // tasks/s counts graph tasks.
 //
+// BM_OnDemandWalkFloor is not a stage of daydream: it is simdjson's own walk
+// over the same events, reading their fields' raw text, the floor under the
+// parse that the JSON library sets.
+//
 // BM_PredictLoop is a what-if search: 100 variants, each a copy of the graph,
 // the scale pass (gpu factor 0.50 ... 0.99) through a Pipeline, and a
 // simulation. BM_PredictSearch is the same search through Predict, as
@@ -46,6 +50,7 @@
 #include <vector>
 
 #include <benchmark/benchmark.h>
+#include <simdjson.h>
 
 #include "daydream/analysis/predict.h"
 #include "daydream/base/file_io.h"
@@ -267,6 +272,68 @@ void ParseTraceJsonWith(benchmark::State& state, bool one_core) {
 
 void BM_ParseTraceJson(benchmark::State& state) { ParseTraceJsonWith(state, /*one_core=*/false); }
 void BM_ParseTraceJsonOneCore(benchmark::State& state) { ParseTraceJsonWith(state, /*one_core=*/true); }
+
+// The floor under BM_ParseTraceJsonOneCore that simdjson itself sets: its
+// On-Demand walk over every event of the same JSON, on one core, reading the
+// raw tokens of the seven top-level fields daydream reads (ph, name, cat,
+// ts, dur, pid, tid) and of every scalar in args, and skipping the rest
+// (args' arrays, other fields). No number is converted, no string interned,
+// no event stored. The parser is reused, so its structural index stays in
+// warm memory (daydream's reader reuses its own, window by window).
+void BM_OnDemandWalkFloor(benchmark::State& state) {
+  const std::string& json = Json();
+  const simdjson::padded_string_view view(json.data(), json.size(), json.size() + daydream::JsonPadding());
+  simdjson::ondemand::parser parser;
+  int64_t events = 0;
+  size_t token_bytes = 0;
+  for (auto _ : state) {
+    events = 0;
+    simdjson::ondemand::document doc;
+    if (parser.iterate(view).get(doc) != simdjson::SUCCESS) {
+      state.SkipWithError("simdjson could not start on the JSON");
+      return;
+    }
+    simdjson::ondemand::object top;
+    if (doc.get_object().get(top) != simdjson::SUCCESS) {
+      state.SkipWithError("the JSON is not an object");
+      return;
+    }
+    for (auto member : top) {
+      std::string_view key;
+      if (member.unescaped_key().get(key) != simdjson::SUCCESS) break;
+      if (key != "traceEvents") continue;
+      for (auto item : member.value().get_array()) {
+        simdjson::ondemand::object event;
+        if (item.get_object().get(event) != simdjson::SUCCESS) continue;
+        ++events;
+        for (auto field : event) {
+          const simdjson::ondemand::raw_json_string k = field.key();
+          if (k == "ph" || k == "name" || k == "cat" || k == "ts" || k == "dur" || k == "pid" || k == "tid") {
+            std::string_view token;
+            if (field.value().raw_json_token().get(token) == simdjson::SUCCESS) token_bytes += token.size();
+          } else if (k == "args") {
+            simdjson::ondemand::object args;
+            if (field.value().get_object().get(args) != simdjson::SUCCESS) continue;
+            for (auto arg : args) {
+              simdjson::ondemand::json_type type;
+              if (arg.value().type().get(type) != simdjson::SUCCESS) break;
+              std::string_view token;
+              if (type != simdjson::ondemand::json_type::array && type != simdjson::ondemand::json_type::object &&
+                  arg.value().raw_json_token().get(token) == simdjson::SUCCESS) {
+                token_bytes += token.size();
+              }
+            }
+          }
+        }
+      }
+    }
+    benchmark::DoNotOptimize(token_bytes);
+  }
+  state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(json.size()));
+  state.counters["events/s"] =
+      benchmark::Counter(static_cast<double>(events), benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["events"] = benchmark::Counter(static_cast<double>(events));
+}
 
 // Trace -> Graph (all dependency rules, adjacency, validation).
 void BM_BuildGraph(benchmark::State& state) {
@@ -492,6 +559,7 @@ void Register() {
   benchmark::RegisterBenchmark("BM_ParseTraceJsonOneCore", BM_ParseTraceJsonOneCore)
       ->Unit(kMillisecond)
       ->UseRealTime();
+  benchmark::RegisterBenchmark("BM_OnDemandWalkFloor", BM_OnDemandWalkFloor)->Unit(kMillisecond)->UseRealTime();
   benchmark::RegisterBenchmark("BM_BuildGraph", BM_BuildGraph)->Unit(kMillisecond)->UseRealTime();
   benchmark::RegisterBenchmark("BM_Simulate", BM_Simulate)->Unit(kMillisecond)->UseRealTime();
   benchmark::RegisterBenchmark("BM_Replay", BM_Replay)->Unit(kMillisecond)->UseRealTime();
