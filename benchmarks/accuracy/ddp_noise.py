@@ -7,7 +7,8 @@ run's data_parallel and tensor_fusion experiments do, and prints per job:
 the step times' median, mean and 10th/90th percentiles with a histogram, a
 4 kB all-reduce's times back to back (the calibration's probe) with theirs,
 after 2 ms of matmuls on both ranks, and ten issued at once, a 1 MB
-all-reduce's, and the CPU time each rank spent while the other slept 5 ms
+all-reduce's, what a 32 kB all-reduce costs rank 0's matmuls when rank 1
+issues it 0, 100 or 300 us later, and the CPU time each rank spent while the other slept 5 ms
 before every all-reduce (near the wall time if gloo's threads spin while
 they wait, near zero if they sleep). ``--comm-threads realtime`` runs gloo's
 threads at SCHED_FIFO, as ``run.py --comm-threads realtime`` does;
@@ -123,6 +124,7 @@ def rank_main(rank: int, port: int, a: argparse.Namespace, queue: Any) -> None:
             t0 = time.perf_counter()
             dist.all_reduce(big)
             one_mb.append((time.perf_counter() - t0) * 1e3)
+        skew_loss_us = skewed_all_reduce_cost(rank, dist, torch, a.all_reduces // 5)
         dist.barrier()
         r0, t0 = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
         for _ in range(100):
@@ -137,9 +139,59 @@ def rank_main(rank: int, port: int, a: argparse.Namespace, queue: Any) -> None:
         dist.barrier()
         if rank == 0:
             queue.put({"steps": steps, "all_reduce": all_reduce, "after_compute": after_compute,
-                       "ten_at_once": ten_at_once, "one_mb": one_mb, "wait_wall_s": wall, "wait_cpu_s": cpu})
+                       "ten_at_once": ten_at_once, "one_mb": one_mb, "wait_wall_s": wall, "wait_cpu_s": cpu,
+                       "skew_loss_us": skew_loss_us})
     finally:
         dist.destroy_process_group()
+
+
+SKEWS_US = (0, 100, 300)
+
+
+def skewed_all_reduce_cost(rank: int, dist: Any, torch: Any, rounds: int) -> Dict[int, float]:
+    """What a 32 kB all-reduce costs rank 0's compute when rank 1 issues it
+    SKEWS_US later (rank 1 computes that long first), as DDP's ranks issue a
+    bucket out of step: rank 0 issues it, runs about 1 ms of 128 x 128
+    matmuls, then waits for it. Per skew, the median of those matmuls' time
+    less their median without an all-reduce, in us (rank 0's figures)."""
+    a = torch.randn(128, 128)
+    buf = torch.ones(8192)
+    t0 = time.perf_counter()
+    for _ in range(50):
+        torch.mm(a, a)
+    count = max(1, int(1e-3 / ((time.perf_counter() - t0) / 50)))
+
+    def matmuls(n: int) -> float:
+        start = time.perf_counter()
+        for _ in range(n):
+            torch.mm(a, a)
+        return time.perf_counter() - start
+
+    def skewed(us: float) -> None:
+        until = time.perf_counter() + us * 1e-6
+        while time.perf_counter() < until:
+            torch.mm(a, a)
+
+    alone: List[float] = []
+    for _ in range(rounds):
+        dist.barrier()
+        if rank == 0:
+            alone.append(matmuls(count))
+    out: Dict[int, float] = {}
+    for skew in SKEWS_US:
+        with_all_reduce: List[float] = []
+        for _ in range(rounds):
+            dist.barrier()
+            if rank == 1:
+                skewed(skew)
+                dist.all_reduce(buf)
+                continue
+            work = dist.all_reduce(buf, async_op=True)
+            with_all_reduce.append(matmuls(count))
+            work.wait()
+        if rank == 0:
+            out[skew] = (statistics.median(with_all_reduce) - statistics.median(alone)) * 1e6
+    return out
 
 
 def phase_times(a: argparse.Namespace, dist: Any, DDP: Any, build: Any, adam: Any, grad_mb: Any, loss_fn: Any,
@@ -226,6 +278,8 @@ def main() -> int:
         print(f"  4 kB all-reduce after 2 ms of matmuls: {describe(r['after_compute'])}")
         print(f"  ten 4 kB all-reduces issued at once: {describe(r['ten_at_once'])}")
         print(f"  1 MB all-reduce: {describe(r['one_mb'])}")
+        print("  rank 0's compute lost to a 32 kB all-reduce that rank 1 issues later: " + ", ".join(
+            f"{v:.0f} us when {k} us later" for k, v in r["skew_loss_us"].items()))
         print(f"  rank 0 waiting for a rank that sleeps 5 ms before each of 100 all-reduces: "
               f"{r['wait_cpu_s']:.3f} s of CPU in {r['wait_wall_s']:.3f} s")
     return 0
