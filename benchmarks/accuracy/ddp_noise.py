@@ -8,9 +8,9 @@ the step times' median, mean and 10th/90th percentiles with a histogram, a
 4 kB all-reduce's times back to back (the calibration's probe) with theirs,
 after 2 ms of matmuls on both ranks, and ten issued at once, a 1 MB
 all-reduce's, what a 32 kB all-reduce costs rank 0's matmuls when rank 1
-issues it 0, 100 or 300 us later, and the CPU time each rank spent while the other slept 5 ms
-before every all-reduce (near the wall time if gloo's threads spin while
-they wait, near zero if they sleep). ``--comm-threads realtime`` runs gloo's
+issues it 0, 100 or 300 us later, and the CPU time each rank spent while
+the other slept 5 ms before every all-reduce (near the wall time if gloo's
+threads spin while they wait, near zero if they sleep). ``--comm-threads realtime`` runs gloo's
 threads at SCHED_FIFO, as ``run.py --comm-threads realtime`` does;
 ``--phases`` times forward, backward and optimizer step of the model in DDP
 with the harness's small buckets, with one bucket, and plain, instead.
