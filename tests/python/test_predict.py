@@ -654,6 +654,43 @@ def test_compile_cpu_phase_times_time_each_phase_of_both_copies_and_leave_the_mo
     assert set(only) == {"forward"}
 
 
+def test_compile_cpu_phase_times_alternate_the_copies_in_short_blocks() -> None:
+    """A slow spell of a shared machine lasts tenths of a second: blocks of
+    about round_s (10 ms) put it in both copies' medians, not in one's."""
+    import time
+
+    from daydream import calibrate
+
+    calls: list = []
+
+    @torch._dynamo.disable
+    def log(module: nn.Module) -> None:
+        calls.append(id(module))  # the eager copy, or the module inside the compiled one
+        time.sleep(0.001)
+
+    class Logged(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.lin = nn.Linear(4, 4)
+
+        def forward(self, x):  # noqa: ANN001, ANN202
+            log(self)
+            return self.lin(x)
+
+    times = calibrate.compile_cpu_phase_times(Logged(), [((2, 4), torch.float32)], backend="eager")  # as predict
+    assert set(times) == {"forward", "backward"}
+    assert len(set(calls)) == 2
+    timed = calls[7:]  # after three steps of each copy and the one that sizes the blocks
+    longest = run = 1
+    for a, b in zip(timed, timed[1:]):
+        run = run + 1 if a == b else 1
+        longest = max(longest, run)
+    # About 10 steps of 1 ms a block, two blocks of a copy back to back (the
+    # order alternates each round); blocks of 0.15 s would be 50 steps.
+    assert longest <= 24, longest
+    assert len(timed) >= 5 * 2
+
+
 def test_compile_cpu_phase_times_name_a_compile_failure() -> None:
     from daydream import calibrate
 
