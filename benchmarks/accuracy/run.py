@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import faulthandler
 import json
 import os
 import platform
@@ -337,6 +338,7 @@ def ddp_rank(rank: int, world: int, port: int, exp: str, name: str, a: argparse.
     from torch.nn.parallel import DistributedDataParallel as DDP  # noqa: PLC0415
 
     warnings.filterwarnings("ignore")
+    dump_stacks_before_limit(exp, a)  # a spawned rank starts without the child's
     from daydream.calibrate import measure_network  # noqa: PLC0415
     from daydream.capture import training_step  # noqa: PLC0415
     from models import build, loss_for  # noqa: PLC0415
@@ -505,6 +507,7 @@ def two_process(exp: str, name: str, a: argparse.Namespace) -> Dict[str, Any]:
 # --- one experiment, in a child process ----------------------------------------------------
 def child(exp: str, name: str, a: argparse.Namespace) -> Dict[str, Any]:
     warnings.filterwarnings("ignore")
+    dump_stacks_before_limit(exp, a)
     if exp in ("data_parallel", "tensor_fusion", "tensor_fusion_reverse"):
         return two_process(exp, name, a)
     return single_process(exp, name, a)
@@ -599,14 +602,63 @@ def direct(row: Dict[str, Any]) -> None:
 
 
 # --- orchestration -------------------------------------------------------------------------
+def limit_s(exp: str, a: argparse.Namespace) -> float:
+    """How long an experiment's child may run before the parent stops it."""
+    return a.timeout + (a.compile_limit if exp == "op_fusion" else 0)
+
+
+STACKS_BEFORE_S = 20.0  # a child dumps its threads' stacks this long before its limit
+
+
+def dump_stacks_before_limit(exp: str, a: argparse.Namespace) -> None:
+    """In a child (and in each rank it spawns): every thread's Python stack
+    on stderr shortly before the parent stops it, so that a row that hangs
+    says where (:func:`where_stuck`). Not with a limit under a minute: a dump
+    while a rank was still starting (importing torch) crashed it once."""
+    if limit_s(exp, a) >= 60:
+        faulthandler.dump_traceback_later(limit_s(exp, a) - STACKS_BEFORE_S, exit=False)
+
+
+def where_stuck(stderr: str) -> str:
+    """From faulthandler's dumps on a child's stderr: per thread that was in
+    this file, its innermost frame here and the call it was in, "run.py:372
+    ddp_rank > barrier"; distinct ones joined by "; "."""
+    here = os.path.basename(__file__)
+    found: List[str] = []
+    frames: List[Tuple[str, str, str]] = []
+
+    def close() -> None:
+        for i, (path, line, func) in enumerate(frames):
+            if os.path.basename(path) == here:
+                inner = frames[i - 1][2] if i > 0 else ""
+                where = f"{here}:{line} {func}" + (f" > {inner}" if inner else "")
+                if where not in found:
+                    found.append(where)
+                break
+        frames.clear()
+
+    for ln in stderr.splitlines():
+        if ln.startswith(("Thread 0x", "Current thread 0x")):
+            close()
+        elif ln.startswith('  File "'):
+            try:
+                path, rest = ln[len('  File "'):].split('", line ', 1)
+                line, func = rest.split(" in ", 1)
+            except ValueError:
+                continue
+            frames.append((path, line.strip(), func.strip()))
+    close()
+    return "; ".join(found)
+
+
 def run_one(exp: str, name: str, a: argparse.Namespace) -> Dict[str, Any]:
-    limit = a.timeout + (a.compile_limit if exp == "op_fusion" else 0)
+    limit = limit_s(exp, a)
     with tempfile.TemporaryDirectory(prefix="dd-accuracy-") as d:
         out = os.path.join(d, "row.json")
         cmd = [sys.executable, os.path.abspath(__file__), "--child", exp, name, "--child-out", out,
                "--steps", str(a.steps), "--rounds", str(a.rounds), "--warmup", str(a.warmup),
                "--active", str(a.active), "--threads", str(a.threads), "--compile-limit", str(a.compile_limit),
-               "--net-repeats", str(a.net_repeats), "--comm-threads", a.comm_threads]
+               "--net-repeats", str(a.net_repeats), "--comm-threads", a.comm_threads, "--timeout", str(a.timeout)]
         if a.save_traces:
             cmd += ["--save-traces", os.path.abspath(a.save_traces)]
         t0 = time.perf_counter()
@@ -620,7 +672,9 @@ def run_one(exp: str, name: str, a: argparse.Namespace) -> Dict[str, Any]:
             # other waited forever in a collective, say).
             partial = e.stderr.decode(errors="replace") if isinstance(e.stderr, bytes) else (e.stderr or "")
             said = failure_reason(partial)
-            return {"skipped": reason + (f" (last on stderr: {said})" if said else ""),
+            stuck = where_stuck(partial)
+            return {"skipped": reason + (f" (last on stderr: {said})" if said and not stuck else "")
+                    + (f" (stacks {STACKS_BEFORE_S:.0f} s before: {stuck})" if stuck else ""),
                     "wall_s": time.perf_counter() - t0}
         wall = time.perf_counter() - t0
         if proc.returncode != 0 or not os.path.exists(out):

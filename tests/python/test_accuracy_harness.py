@@ -144,6 +144,42 @@ def test_a_row_that_times_out_says_what_its_child_last_wrote(monkeypatch):
     assert row["skipped"] == "did not finish within 300 s (last on stderr: RuntimeError: rank 0 gave up)"
 
 
+def test_a_row_that_hangs_says_where_each_rank_was(monkeypatch):
+    import argparse
+    import subprocess
+
+    run = load_run()
+    path = run.__file__
+    # What faulthandler.dump_traceback_later writes: a block per thread,
+    # innermost frame first; rank 0 waits in a barrier, rank 1 in a collective.
+    dump = (f'Thread 0x00007f01 (most recent call first):\n'
+            f'  File "/x/threading.py", line 331 in wait\n'
+            f'Current thread 0x00007f00 (most recent call first):\n'
+            f'  File "/x/torch/distributed/distributed_c10d.py", line 4800 in barrier\n'
+            f'  File "{path}", line 152 in interleaved\n'
+            f'  File "{path}", line 372 in ddp_rank\n'
+            f'Current thread 0x00007f02 (most recent call first):\n'
+            f'  File "/x/torch/distributed/distributed_c10d.py", line 2900 in all_reduce\n'
+            f'  File "{path}", line 152 in interleaved\n')
+    assert run.where_stuck(dump) == "run.py:152 interleaved > barrier; run.py:152 interleaved > all_reduce"
+    assert run.where_stuck("no dump here\n") == ""
+
+    seen = {}
+
+    def timeout(cmd, **kwargs):
+        seen["cmd"] = cmd
+        raise subprocess.TimeoutExpired(cmd, kwargs["timeout"], stderr=("USDT: x\n" + dump).encode())
+
+    monkeypatch.setattr(run.subprocess, "run", timeout)
+    a = argparse.Namespace(timeout=120.0, compile_limit=120.0, steps=1, rounds=1, warmup=1, active=1, threads=1,
+                           comm_threads="default", net_repeats=1, save_traces=None, malloc="steady")
+    row = run.run_one("data_parallel", "cnn", a)
+    assert row["skipped"] == ("did not finish within 120 s (stacks 20 s before: run.py:152 interleaved > barrier; "
+                              "run.py:152 interleaved > all_reduce)")
+    # The child knows its limit, to dump its stacks before it.
+    assert seen["cmd"][seen["cmd"].index("--timeout") + 1] == "120.0"
+
+
 def test_rank_1_mirrors_rank_0s_captures_step_for_step():
     import pytest
 
