@@ -517,8 +517,8 @@ def compile_cpu_phase_times(model: Any, inputs: Sequence[Any], repeats: int = 75
     once each copy has had ``repeats`` x ``round_s`` seconds. Each phase's
     median over the steps is returned. Everything compilation changes is in
     the times: generated kernels (fused normalizations and elementwise ops),
-    the framework's Python and autograd nodes it removes,
-    and the guards and calls it adds. The model itself is not run or changed.
+    the framework's Python and autograd nodes it removes, and the guards and
+    calls it adds. The model itself is not run or changed.
 
     Raises DaydreamError when the model is already compiled, cannot be
     copied or run on ``inputs``, torch.compile fails on it, or the two copies
@@ -728,8 +728,8 @@ def _time_two_copies(reference: Any, changed: Any, change: str, inputs: Sequence
         step_s = max(time.perf_counter() - t0, 1e-6)
         # Short blocks: a slow spell of a shared machine (they last tenths of
         # a second) then hits both copies alike. Blocks of 0.15 s put it in
-        # one copy's medians and moved compile's forward factor on the MLP
-        # by 0.25 from one calibration to the next (docs/accuracy.md). Slow
+        # one copy's medians: compile's forward factor on the MLP read 1.02,
+        # 1.28 and 1.67 in three calibrations (docs/accuracy.md). Slow
         # steps stop repeating after five rounds once each copy has had
         # repeats x round_s seconds.
         steps = max(1, min(50, int(round_s / step_s)))
