@@ -391,7 +391,7 @@ def test_replay_timing_stops_repeating_slow_ops_after_its_budget() -> None:
     assert len(calls) <= 2 * (2 + 4)  # two warm-ups, then repeats until 3 are done and the budget is spent
 
 
-def test_phase_replays_sample_a_second_at_least_not_fifteen_calls() -> None:
+def test_phase_replays_sample_a_second_at_least_not_fifteen_calls(monkeypatch) -> None:
     """An emulated bf16 matmul's speed moves by half from one tenth of a
     second to the next: fifteen repeats of a fast list saw one speed."""
     torch = pytest.importorskip("torch")
@@ -408,12 +408,8 @@ def test_phase_replays_sample_a_second_at_least_not_fifteen_calls() -> None:
             run()
         return wrapper
 
-    mp = pytest.MonkeyPatch()
-    mp.setattr(calibrate, "_replay", counted)
-    try:
-        calibrate.amp_cpu_phase_times(build("mlp"), [((2, 64), torch.float32)])  # predict's repeats (15)
-    finally:
-        mp.undo()
+    monkeypatch.setattr(calibrate, "_replay", counted)
+    calibrate.amp_cpu_phase_times(build("mlp"), [((2, 64), torch.float32)])  # predict's repeats (15)
     # Two phases, two lists each, two warm-ups per list; a tiny batch's
     # lists take well under a millisecond, so a second is far more than 15.
     assert len(calls) > 4 * (2 + 15) * 3, len(calls)
