@@ -26,7 +26,7 @@ import math
 import socket
 import statistics
 import time
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
 from . import _core
 from ._core import DaydreamError, Graph
@@ -70,6 +70,20 @@ def amp_cpu_ratio(sizes: Sequence[Tuple[int, int, int]] = ((64, 256, 256), (256,
     return float(statistics.median(ratios))
 
 
+def _timed_rounds(repeats: int, budget_s: float, min_s: float = 0.0, min_rounds: int = 3) -> Iterator[int]:
+    """Round numbers 0, 1, ...: ``repeats`` of them, more until ``min_s``
+    seconds have passed since the first, fewer (``min_rounds`` at least) once
+    ``budget_s`` have."""
+    start = time.perf_counter()
+    r = 0
+    while True:
+        elapsed = time.perf_counter() - start
+        if (r >= repeats and elapsed >= min_s) or (r >= min_rounds and elapsed > budget_s):
+            return
+        yield r
+        r += 1
+
+
 def _paired_median_times(fns: Sequence[Callable[[], Any]], repeats: int, budget_s: float = 1.0,
                          min_s: float = 0.0) -> List[float]:
     """Median time of each of ``fns``, run in turn within every repeat so that
@@ -81,13 +95,7 @@ def _paired_median_times(fns: Sequence[Callable[[], Any]], repeats: int, budget_
         for _ in range(2):
             fn()
     times: List[List[float]] = [[] for _ in fns]
-    start = time.perf_counter()
-    r = 0
-    while True:
-        elapsed = time.perf_counter() - start
-        if (r >= repeats and elapsed >= min_s) or (r >= 3 and elapsed > budget_s):
-            break
-        r += 1
+    for _ in _timed_rounds(repeats, budget_s, min_s):
         for fn, out in zip(fns, times):
             t0 = time.perf_counter()
             fn()
@@ -733,13 +741,9 @@ def _time_two_copies(reference: Any, changed: Any, change: str, inputs: Sequence
         # steps stop repeating after five rounds once each copy has had
         # repeats x round_s seconds.
         steps = max(1, min(50, int(round_s / step_s)))
-        budget_s = 2 * repeats * round_s
-        start = time.perf_counter()
         samples: Dict[str, Dict[str, List[float]]] = {m: {"forward": [], "backward": []}
                                                       for m in ("changed", "reference")}
-        for r in range(repeats):
-            if r >= 5 and time.perf_counter() - start > budget_s:
-                break
+        for r in _timed_rounds(repeats, budget_s=2 * repeats * round_s, min_rounds=5):
             for which in (("reference", "changed") if r % 2 == 0 else ("changed", "reference")):
                 m = reference if which == "reference" else changed
                 for _ in range(steps):
