@@ -256,9 +256,18 @@ ReplayReport MakeReplayReport(const Graph& graph, const Schedule& schedule) {
       it.gpu_replayed_ns = sim_hi[i] - sim_lo[i];
     }
     if (device_seen[i]) {
-      const bool chained = i > 0 && device_seen[i - 1];
-      it.device_period_measured_ns = device_rec_hi[i] - (chained ? device_rec_hi[i - 1] : device_rec_lo[i]);
-      it.device_period_replayed_ns = device_sim_hi[i] - (chained ? device_sim_hi[i - 1] : device_sim_lo[i]);
+      // From the previous iteration's device end while the device still
+      // worked on it when this iteration began (a backlog: the device sets
+      // the pace), else from this iteration's begin: the host's time after
+      // the previous iteration's device work (its optimizer, a stall) is in
+      // that iteration's span already, and counted twice it made the period
+      // of the iteration after a slow one as long as both.
+      const bool chained = i > 0 && device_seen[i - 1];  // never for the whole trace: one iteration
+      const TimeNs rec_begin = chained ? graph.iterations[i].recorded_begin_ns - graph.origin_ns : 0;
+      it.device_period_measured_ns =
+          device_rec_hi[i] - (chained ? std::max(device_rec_hi[i - 1], rec_begin) : device_rec_lo[i]);
+      it.device_period_replayed_ns =
+          device_sim_hi[i] - (chained ? std::max(device_sim_hi[i - 1], it.begin_ns) : device_sim_lo[i]);
     }
     if (!report.whole_trace) it.launch_wait_replayed_ns = launch_waits[i];
     it.step_measured_ns = std::max(it.measured_ns, it.device_period_measured_ns);

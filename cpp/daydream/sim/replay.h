@@ -27,9 +27,10 @@ struct IterationReplay {
   // recorded and replayed; 0 when the iteration launched no GPU work.
   TimeNs gpu_measured_ns = 0;
   TimeNs gpu_replayed_ns = 0;
-  // The device's period for this iteration: from the end of the previous
-  // iteration's GPU and network work to the end of this one's (the first
-  // iteration: its device span). 0 without device work.
+  // The device's period for this iteration: to the end of its GPU and
+  // network work from the end of the previous iteration's, or from this
+  // iteration's begin where the device had finished the previous one's work
+  // by then (the first iteration: its device span). 0 without device work.
   TimeNs device_period_measured_ns = 0;
   TimeNs device_period_replayed_ns = 0;
   // Replayed time the iteration's host thread spent blocked on a full launch

@@ -139,6 +139,76 @@ TEST_CASE("replay report measures the GPU span of each iteration and GPU start e
   CHECK(r->gpu_start_error_p95_ns == 1);
 }
 
+namespace {
+
+// Two iterations on one CPU thread; each launches a kernel of `kernel_ns` on
+// a stream at its start, then runs a CPU tail: 100 ns in the first (its
+// optimizer, say, or a stall), 10 ns in the second.
+Graph TailThenKernelGraph(TimeNs kernel_ns) {
+  Graph g;
+  const int32_t cpu = g.AddResource(Resource{ResourceKind::kCpuThread, 1, 1, g.strings.Intern("main")});
+  const int32_t gpu = g.AddResource(Resource{ResourceKind::kGpuStream, 0, 7, g.strings.Intern("stream 7")});
+  g.origin_ns = 1000;
+  auto add = [&](const char* name, int32_t resource, TimeNs dur, TaskKind kind, int32_t iter, TimeNs recorded) {
+    Task t;
+    t.name = g.strings.Intern(name);
+    t.resource = resource;
+    t.duration_ns = dur;
+    t.kind = kind;
+    t.iteration = iter;
+    t.recorded_start_ns = g.origin_ns + recorded;
+    return g.AddTask(t);
+  };
+  const int32_t x0 = add("X0", cpu, 10, TaskKind::kRuntime, 0, 0);
+  const int32_t t0 = add("T0", cpu, 100, TaskKind::kCpuOp, 0, 10);
+  const int32_t x1 = add("X1", cpu, 10, TaskKind::kRuntime, 1, 110);
+  const int32_t t1 = add("T1", cpu, 10, TaskKind::kCpuOp, 1, 120);
+  const int32_t k0 = add("K0", gpu, kernel_ns, TaskKind::kKernel, 0, 11);
+  const int32_t k1 = add("K1", gpu, kernel_ns, TaskKind::kKernel, 1, std::max<TimeNs>(121, 11 + kernel_ns));
+  g.AddEdge(x0, t0, EdgeKind::kSequential);
+  g.AddEdge(t0, x1, EdgeKind::kSequential);
+  g.AddEdge(x1, t1, EdgeKind::kSequential);
+  g.AddEdge(x0, k0, EdgeKind::kLaunch, 1);
+  g.AddEdge(x1, k1, EdgeKind::kLaunch, 1);
+  g.recorded_end_ns = g.origin_ns + std::max<TimeNs>(130, 11 + 2 * kernel_ns);
+  g.iterations.push_back(Iteration{g.strings.Intern("ProfilerStep#1"), x0, t0, 0, 0, 110, 1000});
+  g.iterations.push_back(Iteration{g.strings.Intern("ProfilerStep#2"), x1, t1, 0, 0, 20, 1110});
+  REQUIRE(g.Validate().ok());
+  g.BuildAdjacency();
+  return g;
+}
+
+}  // namespace
+
+TEST_CASE("the device period of an iteration does not count the previous iteration's host tail", "[replay]") {
+  // The stream finished the first iteration's kernel (ends at 16) long before
+  // the second iteration began (110): the 94 ns between are the first
+  // iteration's CPU tail, in its own span already. Counted again from the
+  // previous kernel's end, the second step would read 110 ns instead of 20.
+  auto r = Replay(TailThenKernelGraph(5));
+  REQUIRE(r.ok());
+  REQUIRE(r->iterations.size() == 2);
+  const IterationReplay& second = r->iterations[1];
+  CHECK(second.replayed_ns == 20);
+  CHECK(second.device_period_replayed_ns == 16);  // from its begin (110) to K1's end (126)
+  CHECK(second.device_period_measured_ns == 16);
+  CHECK(second.step_replayed_ns == 20);
+  CHECK(second.step_measured_ns == 20);
+}
+
+TEST_CASE("the device period chains from the previous iteration's device work while the device lags", "[replay]") {
+  // 150 ns kernels: the first runs 11-161, past the second iteration's begin
+  // (110), and the second queues behind it (161-311). The device sets the
+  // pace: 150 ns a step, not the host's 20.
+  auto r = Replay(TailThenKernelGraph(150));
+  REQUIRE(r.ok());
+  const IterationReplay& second = r->iterations[1];
+  CHECK(second.device_period_replayed_ns == 150);
+  CHECK(second.device_period_measured_ns == 150);
+  CHECK(second.step_replayed_ns == 150);
+  CHECK(second.step_measured_ns == 150);
+}
+
 TEST_CASE("replay report treats a graph without iterations as one whole-trace span", "[replay]") {
   Graph g;
   g.AddResource(Resource{ResourceKind::kCpuThread, 1, 1, g.strings.Intern("main")});
