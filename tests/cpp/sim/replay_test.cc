@@ -52,6 +52,20 @@ void CheckBreakdownAddsUp(const CriticalPathSummary& cp) {
   for (size_t i = 1; i < cp.by_kind.size(); ++i) CHECK(cp.by_kind[i - 1].time_ns >= cp.by_kind[i].time_ns);
 }
 
+// A task of `g` recorded `recorded` ns after its origin.
+int32_t AddTaskAt(Graph& g, const std::string& name, int32_t resource, TimeNs dur, TaskKind kind, Phase phase,
+                  int32_t iter, TimeNs recorded) {
+  Task t;
+  t.name = g.strings.Intern(name);
+  t.resource = resource;
+  t.duration_ns = dur;
+  t.kind = kind;
+  t.phase = phase;
+  t.iteration = iter;
+  t.recorded_start_ns = g.origin_ns + recorded;
+  return g.AddTask(t);
+}
+
 // cpu thread r0 runs A, B, C (10 ns each) in a row; A launches kernel K on r1.
 Graph ThreeIterationGraph() {
   Graph g;
@@ -60,17 +74,7 @@ Graph ThreeIterationGraph() {
   g.origin_ns = 1000;
   g.recorded_end_ns = 1040;
   auto add = [&](const std::string& name, int32_t resource, TimeNs dur, TaskKind kind, Phase phase, int32_t iter,
-                 TimeNs recorded) {
-    Task t;
-    t.name = g.strings.Intern(name);
-    t.resource = resource;
-    t.duration_ns = dur;
-    t.kind = kind;
-    t.phase = phase;
-    t.iteration = iter;
-    t.recorded_start_ns = g.origin_ns + recorded;
-    return g.AddTask(t);
-  };
+                 TimeNs recorded) { return AddTaskAt(g, name, resource, dur, kind, phase, iter, recorded); };
   const int32_t a = add("A", cpu, 10, TaskKind::kRuntime, Phase::kForward, 0, 0);
   const int32_t b = add("B", cpu, 10, TaskKind::kCpuOp, Phase::kBackward, 1, 10);
   const int32_t c = add("C", cpu, 10, TaskKind::kCpuOp, Phase::kOptimizer, 2, 20);
@@ -150,14 +154,7 @@ Graph TailThenKernelGraph(TimeNs kernel_ns) {
   const int32_t gpu = g.AddResource(Resource{ResourceKind::kGpuStream, 0, 7, g.strings.Intern("stream 7")});
   g.origin_ns = 1000;
   auto add = [&](const char* name, int32_t resource, TimeNs dur, TaskKind kind, int32_t iter, TimeNs recorded) {
-    Task t;
-    t.name = g.strings.Intern(name);
-    t.resource = resource;
-    t.duration_ns = dur;
-    t.kind = kind;
-    t.iteration = iter;
-    t.recorded_start_ns = g.origin_ns + recorded;
-    return g.AddTask(t);
+    return AddTaskAt(g, name, resource, dur, kind, Phase::kForward, iter, recorded);
   };
   const int32_t x0 = add("X0", cpu, 10, TaskKind::kRuntime, 0, 0);
   const int32_t t0 = add("T0", cpu, 100, TaskKind::kCpuOp, 0, 10);
