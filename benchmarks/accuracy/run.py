@@ -226,10 +226,25 @@ def predict(prof: Any, opt: str, options: Dict[str, Any]) -> Dict[str, Any]:
         "capture_tries": list(prof.capture_tries),  # per capture profile_steps made: how far the speed moved
         "plain_step_ms": {"before": prof.plain_step_ms, "after": prof.plain_step_after_ms},
         "predict_s": time.perf_counter() - t0,
+        "by_phase_ms": p.by_phase,  # busy ms per iteration, replayed baseline ("before") and predicted ("after")
         "overhead_fit": {k: getattr(prof.overhead, k, None)
                          for k in ("scale", "cpu_factor", "plain_step_ms", "unscaled_replayed_ms", "fitted_replayed_ms",
                                   "fit_note", "plain_optimizer_ms", "optimizer_cpu_factor")},
     }
+
+
+def replay_capture(prof: Any) -> Dict[str, Any]:
+    """--capture-optimized: the optimized configuration, captured as the
+    baseline is, and replayed (the profiler's overhead removed, fitted to its
+    plain steps): what the pass's predicted graph should look like, phase by
+    phase. Its replay against the optimized run's unprofiled median says how
+    much of a row's error a perfect pass would still have."""
+    import daydream  # noqa: PLC0415
+
+    p = daydream.predict(prof.graph, opt="scale")  # factor 1 everywhere: the replay and its phases
+    return {"profiled_measured_ms": p.measured_ms, "replayed_ms": p.replayed_ms,
+            "plain_step_ms": {"before": prof.plain_step_ms, "after": prof.plain_step_after_ms},
+            "by_phase_ms": p.by_phase["before"], "fit_note": getattr(prof.overhead, "fit_note", "")}
 
 
 def keep_capture(a: argparse.Namespace, exp: str, name: str, prof: Any, prediction: Dict[str, Any]) -> None:
@@ -413,8 +428,9 @@ def ddp_rank(rank: int, world: int, port: int, exp: str, name: str, a: argparse.
             ddp_base = DDP(build(name), bucket_cap_mb=base_cap)
             opt_base = adam(ddp_base.parameters())
             ddp_opt = DDP(build(name), bucket_cap_mb=opt_cap)
+            opt_opt = adam(ddp_opt.parameters())
             configs = {"baseline": training_step(ddp_base, x, y, loss_fn, opt_base),
-                       "optimized": training_step(ddp_opt, x, y, loss_fn, adam(ddp_opt.parameters()))}
+                       "optimized": training_step(ddp_opt, x, y, loss_fn, opt_opt)}
             net = measure_network(dist, torch, max(4 * MIB, int(2 * gmb * MIB)), a.net_repeats)
             if a.comm_threads == "realtime":
                 comm_threads = realtime_comm_threads()  # and any thread the calibration started
@@ -424,6 +440,13 @@ def ddp_rank(rank: int, world: int, port: int, exp: str, name: str, a: argparse.
             else:
                 mirror_capture(configs["baseline"], a.active, any_rank(dist, torch))
             dist.barrier()
+            captured_opt = None
+            if getattr(a, "capture_optimized", False):
+                if rank == 0:
+                    captured_opt = capture(configs["optimized"], ddp_opt, opt_opt, a.active, agree=any_rank(dist, torch))
+                else:
+                    mirror_capture(configs["optimized"], a.active, any_rank(dist, torch))
+                dist.barrier()
             if rank == 0:
                 out = summarize(times, "baseline", "optimized")
                 # An explicit bucket_cap_mb caps DDP's first bucket too.
@@ -439,6 +462,8 @@ def ddp_rank(rank: int, world: int, port: int, exp: str, name: str, a: argparse.
                 keep_capture(a, exp, name, prof, out["prediction"])
                 out["prediction_beside_compute"] = predict(prof, "tensor_fusion", {**options, "comm_cpu_share": 0})
                 out["prediction_no_gap"] = predict(prof, "tensor_fusion", {**options, "gap_latency": ""})
+                if captured_opt is not None:
+                    out["optimized_capture"] = replay_capture(captured_opt)
                 out["network"] = dataclasses.asdict(net)
                 out["config"] = {"batch": batch, "baseline": f"DDP x{world}, bucket_cap_mb={base_cap:g}",
                                  "optimized": f"DDP x{world}, bucket_cap_mb={opt_cap:g}", "gradient_mb": round(gmb, 3)}
@@ -661,6 +686,8 @@ def run_one(exp: str, name: str, a: argparse.Namespace) -> Dict[str, Any]:
                "--net-repeats", str(a.net_repeats), "--comm-threads", a.comm_threads, "--timeout", str(a.timeout)]
         if a.save_traces:
             cmd += ["--save-traces", os.path.abspath(a.save_traces)]
+        if getattr(a, "capture_optimized", False):
+            cmd.append("--capture-optimized")
         t0 = time.perf_counter()
         try:
             proc = subprocess.run(cmd, capture_output=True, text=True, timeout=limit, cwd=ROOT,
@@ -920,6 +947,9 @@ def main() -> int:
                     "(EXPERIMENT_MODEL.json.gz), the graph its prediction ran on, the profiler's overhead removed "
                     "(EXPERIMENT_MODEL.graph.pb, for daydream.Graph.load), and the pass options of its prediction "
                     "(EXPERIMENT_MODEL.options.json), for `daydream predict` by hand")
+    ap.add_argument("--capture-optimized", action="store_true",
+                    help="tensor_fusion experiments: capture the optimized configuration too and replay it "
+                         "(optimized_capture in the JSON: its replay and busy ms by phase, beside the prediction's)")
     ap.add_argument("--doc", type=Path, help="markdown file whose ground-truth markers get the table")
     ap.add_argument("--json", type=Path, help="where to write every row")
     ap.add_argument("--from-json", type=Path, help="re-render the table from a results file of an earlier run "

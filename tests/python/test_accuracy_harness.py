@@ -288,3 +288,43 @@ def test_save_traces_keeps_the_trace_the_corrected_graph_and_the_options(tmp_pat
     run.keep_capture(argparse.Namespace(save_traces=None), "x", "y", Capture(), {"opts": opts})  # off: writes nothing
     assert sorted(p.name for p in tmp_path.iterdir()) == [
         "tensor_fusion_mlp.graph.pb", "tensor_fusion_mlp.json.gz", "tensor_fusion_mlp.options.json"]
+
+
+def test_capture_optimized_reaches_the_child_and_replays_the_optimized_capture(monkeypatch, example_trace):
+    import argparse
+    import statistics
+
+    import daydream
+
+    run = load_run()
+    seen = []
+
+    def fake_run(cmd, **kwargs):
+        seen.append(cmd)
+        raise run.subprocess.TimeoutExpired(cmd, kwargs["timeout"], stderr=b"")
+
+    monkeypatch.setattr(run.subprocess, "run", fake_run)
+    a = argparse.Namespace(timeout=300.0, compile_limit=120.0, steps=1, rounds=1, warmup=1, active=1, threads=1,
+                           comm_threads="default", net_repeats=1, save_traces=None, malloc="steady",
+                           capture_optimized=True)
+    run.run_one("tensor_fusion", "mlp", a)
+    a.capture_optimized = False
+    run.run_one("tensor_fusion", "mlp", a)
+    assert "--capture-optimized" in seen[0] and "--capture-optimized" not in seen[1]
+
+    graph = daydream.build_graph(example_trace)
+
+    class Capture:  # what replay_capture reads of a daydream.Profiler
+        def __init__(self):
+            self.graph = graph
+            self.plain_step_ms, self.plain_step_after_ms = 1.5, 1.6
+            self.overhead = argparse.Namespace(fit_note="")
+
+    got = run.replay_capture(Capture())
+    # The step as daydream.predict replays a baseline, unchanged by the pass run for it.
+    assert got["replayed_ms"] == daydream.predict(graph, opt="amp").replayed_ms
+    assert got["replayed_ms"] == daydream.predict(graph, opt="scale:cpu=2").replayed_ms
+    replay = daydream.replay(graph)
+    assert abs(got["replayed_ms"] / statistics.median(it.replayed_ms for it in replay.iterations) - 1) < 0.01
+    assert got["plain_step_ms"] == {"before": 1.5, "after": 1.6}
+    assert got["by_phase_ms"] and all(ms >= 0 for ms in got["by_phase_ms"].values())
