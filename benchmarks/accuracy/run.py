@@ -261,6 +261,18 @@ def keep_capture(a: argparse.Namespace, exp: str, name: str, prof: Any, predicti
     Path(stem + ".options.json").write_text(json.dumps({"opts": prediction["opts"]}, indent=1) + "\n")
 
 
+def keep_optimized_capture(a: argparse.Namespace, exp: str, name: str, prof: Any) -> None:
+    """--save-traces with --capture-optimized: the optimized configuration's
+    capture beside the baseline's, as EXPERIMENT_MODEL.optimized.json.gz and
+    .optimized.graph.pb (its profiler overhead removed)."""
+    if not getattr(a, "save_traces", None):
+        return
+    os.makedirs(a.save_traces, exist_ok=True)
+    stem = os.path.join(a.save_traces, f"{exp}_{name}.optimized")
+    prof.save_trace(stem + ".json.gz")
+    prof.graph.save(stem + ".graph.pb")
+
+
 def summarize(times: Dict[str, List[List[float]]], base: str, opt: str) -> Dict[str, Any]:
     flat = {k: [t for r in v for t in r] for k, v in times.items()}
     ratios = [statistics.median(b) / statistics.median(o) for b, o in zip(times[base], times[opt])]
@@ -464,6 +476,7 @@ def ddp_rank(rank: int, world: int, port: int, exp: str, name: str, a: argparse.
                 out["prediction_no_gap"] = predict(prof, "tensor_fusion", {**options, "gap_latency": ""})
                 if captured_opt is not None:
                     out["optimized_capture"] = replay_capture(captured_opt)
+                    keep_optimized_capture(a, exp, name, captured_opt)
                 out["network"] = dataclasses.asdict(net)
                 out["config"] = {"batch": batch, "baseline": f"DDP x{world}, bucket_cap_mb={base_cap:g}",
                                  "optimized": f"DDP x{world}, bucket_cap_mb={opt_cap:g}", "gradient_mb": round(gmb, 3)}
