@@ -247,30 +247,22 @@ def replay_capture(prof: Any) -> Dict[str, Any]:
             "by_phase_ms": p.by_phase["before"], "fit_note": getattr(prof.overhead, "fit_note", "")}
 
 
-def keep_capture(a: argparse.Namespace, exp: str, name: str, prof: Any, prediction: Dict[str, Any]) -> None:
+def keep_capture(a: argparse.Namespace, exp: str, name: str, prof: Any, prediction: Optional[Dict[str, Any]] = None,
+                 suffix: str = "") -> None:
     """--save-traces: the captured baseline, the graph daydream.predict ran
     the pass on (the profiler's overhead removed) and the passes as it ran
     them (calibrated options included), to rerun by hand with `daydream
-    predict TRACE --opt OPTS` or on the graph (`daydream.Graph.load`)."""
+    predict TRACE --opt OPTS` or on the graph (`daydream.Graph.load`). With
+    ``suffix`` (".optimized", --capture-optimized) another capture of the row
+    beside it, trace and graph."""
     if not getattr(a, "save_traces", None):
         return
     os.makedirs(a.save_traces, exist_ok=True)
-    stem = os.path.join(a.save_traces, f"{exp}_{name}")
+    stem = os.path.join(a.save_traces, f"{exp}_{name}{suffix}")
     prof.save_trace(stem + ".json.gz")
     prof.graph.save(stem + ".graph.pb")  # what daydream.predict ran the pass on: the profiler's overhead removed
-    Path(stem + ".options.json").write_text(json.dumps({"opts": prediction["opts"]}, indent=1) + "\n")
-
-
-def keep_optimized_capture(a: argparse.Namespace, exp: str, name: str, prof: Any) -> None:
-    """--save-traces with --capture-optimized: the optimized configuration's
-    capture beside the baseline's, as EXPERIMENT_MODEL.optimized.json.gz and
-    .optimized.graph.pb (its profiler overhead removed)."""
-    if not getattr(a, "save_traces", None):
-        return
-    os.makedirs(a.save_traces, exist_ok=True)
-    stem = os.path.join(a.save_traces, f"{exp}_{name}.optimized")
-    prof.save_trace(stem + ".json.gz")
-    prof.graph.save(stem + ".graph.pb")
+    if prediction is not None:
+        Path(stem + ".options.json").write_text(json.dumps({"opts": prediction["opts"]}, indent=1) + "\n")
 
 
 def summarize(times: Dict[str, List[List[float]]], base: str, opt: str) -> Dict[str, Any]:
@@ -476,7 +468,7 @@ def ddp_rank(rank: int, world: int, port: int, exp: str, name: str, a: argparse.
                 out["prediction_no_gap"] = predict(prof, "tensor_fusion", {**options, "gap_latency": ""})
                 if captured_opt is not None:
                     out["optimized_capture"] = replay_capture(captured_opt)
-                    keep_optimized_capture(a, exp, name, captured_opt)
+                    keep_capture(a, exp, name, captured_opt, suffix=".optimized")
                 out["network"] = dataclasses.asdict(net)
                 out["config"] = {"batch": batch, "baseline": f"DDP x{world}, bucket_cap_mb={base_cap:g}",
                                  "optimized": f"DDP x{world}, bucket_cap_mb={opt_cap:g}", "gradient_mb": round(gmb, 3)}

@@ -288,6 +288,11 @@ def test_save_traces_keeps_the_trace_the_corrected_graph_and_the_options(tmp_pat
     run.keep_capture(argparse.Namespace(save_traces=None), "x", "y", Capture(), {"opts": opts})  # off: writes nothing
     assert sorted(p.name for p in tmp_path.iterdir()) == [
         "tensor_fusion_mlp.graph.pb", "tensor_fusion_mlp.json.gz", "tensor_fusion_mlp.options.json"]
+    # --capture-optimized: the optimized configuration's capture beside it, trace and graph.
+    run.keep_capture(argparse.Namespace(save_traces=tmp_path), "tensor_fusion", "mlp", Capture(), suffix=".optimized")
+    assert (tmp_path / "tensor_fusion_mlp.optimized.json.gz").read_bytes() == b"trace"
+    assert daydream.Graph.load(str(tmp_path / "tensor_fusion_mlp.optimized.graph.pb")).to_bytes() == graph.to_bytes()
+    assert len(list(tmp_path.iterdir())) == 5
 
 
 def test_capture_optimized_reaches_the_child_and_replays_the_optimized_capture(monkeypatch, example_trace):
@@ -328,3 +333,4 @@ def test_capture_optimized_reaches_the_child_and_replays_the_optimized_capture(m
     assert abs(got["replayed_ms"] / statistics.median(it.replayed_ms for it in replay.iterations) - 1) < 0.01
     assert got["plain_step_ms"] == {"before": 1.5, "after": 1.6}
     assert got["by_phase_ms"] and all(ms >= 0 for ms in got["by_phase_ms"].values())
+
