@@ -91,32 +91,31 @@ class Simulation {
     // next task, so tasks that become ready together compete by priority and
     // id, not by which event happened to be handled first.
     size_t finished = 0;
-    std::vector<int32_t> touched;
-    std::vector<uint8_t> is_touched(g_->resources.size(), 0);
+    touched_.clear();
+    is_touched_.assign(g_->resources.size(), 0);
     while (!events_.empty()) {
       const TimeNs now = events_.top().time;
+      instant_ = now;
+      in_instant_ = true;
       while (!events_.empty() && events_.top().time == now) {
         const SimEvent ev = events_.top();
         events_.pop();
         const int32_t t = ev.task();
-        const Task& task = g_->tasks[static_cast<size_t>(t)];
         if (ev.type() == EventType::kReady) {
-          queues_[static_cast<size_t>(task.resource)].push(ReadyEntry{task.priority, t});
+          Enqueue(t);
         } else {
           ++finished;
           Finish(t, ev.time);
-        }
-        if (!is_touched[static_cast<size_t>(task.resource)]) {
-          is_touched[static_cast<size_t>(task.resource)] = 1;
-          touched.push_back(task.resource);
+          Touch(g_->tasks[static_cast<size_t>(t)].resource);
         }
       }
-      std::sort(touched.begin(), touched.end());
-      for (int32_t r : touched) {
-        is_touched[static_cast<size_t>(r)] = 0;
+      in_instant_ = false;
+      std::sort(touched_.begin(), touched_.end());
+      for (int32_t r : touched_) {
+        is_touched_[static_cast<size_t>(r)] = 0;
         Dispatch(r, now);
       }
-      touched.clear();
+      touched_.clear();
     }
     if (finished != n) {
       for (size_t t = 0; t < n; ++t) {
@@ -145,6 +144,21 @@ class Simulation {
   struct Heap : std::priority_queue<T, std::vector<T>, Less> {
     void Clear() { this->c.clear(); }
   };
+
+  void Touch(int32_t resource) {
+    if (!is_touched_[static_cast<size_t>(resource)]) {
+      is_touched_[static_cast<size_t>(resource)] = 1;
+      touched_.push_back(resource);
+    }
+  }
+
+  // A ready task joins its resource's queue; the resource picks after the
+  // instant's events.
+  void Enqueue(int32_t t) {
+    const Task& task = g_->tasks[static_cast<size_t>(t)];
+    queues_[static_cast<size_t>(task.resource)].push(ReadyEntry{task.priority, t});
+    Touch(task.resource);
+  }
 
   void Push(TimeNs time, int32_t task, EventType type) {
     events_.push(SimEvent{time, seq_++, static_cast<uint32_t>(task) << 1 | static_cast<uint32_t>(type)});
@@ -215,7 +229,19 @@ class Simulation {
       ready_from_[h] = e.from;
       ready_edge_[h] = ei;
     }
-    if (--start_preds_[h] == 0) Push(ready_at_[h], e.to, EventType::kReady);
+    if (--start_preds_[h] == 0) {
+      // Ready at the instant whose events are being applied: straight into
+      // its queue, as its ready event would go later in this same instant
+      // (queue order is by priority and id, and every touched resource picks
+      // only after the instant's last event), without the event heap's push
+      // and pop. Releases from a task's start come while resources pick, and
+      // keep the event.
+      if (in_instant_ && ready_at_[h] == instant_) {
+        Enqueue(e.to);
+      } else {
+        Push(ready_at_[h], e.to, EventType::kReady);
+      }
+    }
   }
 
   void Finish(int32_t t, TimeNs now) {
@@ -245,6 +271,10 @@ class Simulation {
   std::vector<Heap<ReadyEntry, WorseReady>> queues_;
   Heap<SimEvent, LaterEvent> events_;
   uint32_t seq_ = 0;
+  std::vector<int32_t> touched_;      // resources that pick after this instant's events
+  std::vector<uint8_t> is_touched_;
+  TimeNs instant_ = 0;                // the instant whose events are being applied
+  bool in_instant_ = false;
 };
 
 }  // namespace sim_internal

@@ -242,6 +242,29 @@ TEST_CASE("simulator orders tasks that become ready together on an idle resource
   }
 }
 
+TEST_CASE("a task released at the current instant waits for the instant's other ready tasks", "[simulator]") {
+  // At 5, b's end (processed first: pushed at 0) releases y with no lag, and
+  // x's ready event (pushed at 4, when a ended: lag 1) comes after it. y goes
+  // straight into r0's queue without an event of its own; r0 must still pick
+  // only once x is queued too, by priority, then id.
+  auto run = [](int32_t x_priority, int32_t y_priority) {
+    Fixture f(3);
+    const int32_t a = f.Add(1, 4);
+    const int32_t b = f.Add(2, 5);
+    const int32_t x = f.Add(0, 2, 0, x_priority);
+    const int32_t y = f.Add(0, 2, 0, y_priority);
+    f.g.AddEdge(a, x, EdgeKind::kData, 1);
+    f.g.AddEdge(b, y, EdgeKind::kData);
+    const Schedule s = f.Run();
+    return std::make_pair(StartOf(s, x), StartOf(s, y));
+  };
+  SECTION("the lower id first at equal priority") { CHECK(run(0, 0) == std::make_pair<TimeNs, TimeNs>(5, 7)); }
+  SECTION("the higher priority first") {
+    CHECK(run(0, 5) == std::make_pair<TimeNs, TimeNs>(7, 5));
+    CHECK(run(5, 0) == std::make_pair<TimeNs, TimeNs>(5, 7));
+  }
+}
+
 TEST_CASE("simulator is deterministic", "[simulator][real]") {
   auto trace = ReadTraceFile(SharedTracePath("hta-a100-2rank-nccl/nccl_data.json.gz"));
   REQUIRE(trace.ok());
