@@ -247,6 +247,29 @@ def replay_capture(prof: Any) -> Dict[str, Any]:
             "by_phase_ms": p.by_phase["before"], "fit_note": getattr(prof.overhead, "fit_note", "")}
 
 
+def capture_optimized(a: argparse.Namespace, step: Callable[[], None], model: Any, optimizer: Any, rank: int,
+                      dist: Any, torch: Any) -> Any:
+    """--capture-optimized, in a two-process job: rank 0 captures the
+    optimized DDP step as it captures a baseline, rank 1 runs the same steps.
+    Rank 0's Profiler, else None."""
+    if not getattr(a, "capture_optimized", False):
+        return None
+    prof = None
+    if rank == 0:
+        prof = capture(step, model, optimizer, a.active, agree=any_rank(dist, torch))
+    else:
+        mirror_capture(step, a.active, any_rank(dist, torch))
+    dist.barrier()
+    return prof
+
+
+def add_optimized_capture(a: argparse.Namespace, exp: str, name: str, out: Dict[str, Any], prof: Any) -> None:
+    """Rank 0: the optimized capture's replay into the row, and its files with --save-traces."""
+    if prof is not None:
+        out["optimized_capture"] = replay_capture(prof)
+        keep_capture(a, exp, name, prof, suffix=".optimized")
+
+
 def keep_capture(a: argparse.Namespace, exp: str, name: str, prof: Any, prediction: Optional[Dict[str, Any]] = None,
                  suffix: str = "") -> None:
     """--save-traces: the captured baseline, the graph daydream.predict ran
@@ -378,7 +401,8 @@ def ddp_rank(rank: int, world: int, port: int, exp: str, name: str, a: argparse.
             plain_opt = adam(plain.parameters())
             configs = {"baseline": training_step(plain, x, y, loss_fn, plain_opt)}
             ddp = DDP(build(name))  # DDP defaults: 25 MB buckets, the first 1 MB
-            configs["optimized"] = training_step(ddp, x, y, loss_fn, adam(ddp.parameters()))
+            ddp_opt = adam(ddp.parameters())
+            configs["optimized"] = training_step(ddp, x, y, loss_fn, ddp_opt)
             net = measure_network(dist, torch, max(4 * MIB, int(2 * grad_mb(plain) * MIB)), a.net_repeats)
             # The single-process baseline runs on rank 0 alone; rank 1 waits.
             # Diagnostic, not predicted: the plain step on both ranks at once
@@ -389,6 +413,7 @@ def ddp_rank(rank: int, world: int, port: int, exp: str, name: str, a: argparse.
             if a.comm_threads == "realtime":
                 comm_threads = realtime_comm_threads()  # and any thread the calibration started
             times = interleaved(run, a.warmup, a.rounds, a.steps, sync=lambda _n: dist.barrier())
+            captured_opt = capture_optimized(a, configs["optimized"], ddp, ddp_opt, rank, dist, torch)
             if rank == 0:
                 prof = capture(configs["baseline"], plain, plain_opt, a.active)
                 out = summarize(times, "baseline", "optimized")
@@ -411,6 +436,7 @@ def ddp_rank(rank: int, world: int, port: int, exp: str, name: str, a: argparse.
                 out["prediction_beside_compute"] = predict(prof, "data_parallel",
                                                            {**options, "comm_cpu_share": 0, "buffer_bytes": 0})
                 out["prediction_no_gap"] = predict(prof, "data_parallel", {**options, "gap_latency": ""})
+                add_optimized_capture(a, exp, name, out, captured_opt)
                 out["network"] = dataclasses.asdict(net)
                 out["config"] = {"batch": batch, "baseline": "1 process, 1 thread",
                                  "optimized": f"DDP, {world} processes (gloo), default buckets",
@@ -444,13 +470,7 @@ def ddp_rank(rank: int, world: int, port: int, exp: str, name: str, a: argparse.
             else:
                 mirror_capture(configs["baseline"], a.active, any_rank(dist, torch))
             dist.barrier()
-            captured_opt = None
-            if getattr(a, "capture_optimized", False):
-                if rank == 0:
-                    captured_opt = capture(configs["optimized"], ddp_opt, opt_opt, a.active, agree=any_rank(dist, torch))
-                else:
-                    mirror_capture(configs["optimized"], a.active, any_rank(dist, torch))
-                dist.barrier()
+            captured_opt = capture_optimized(a, configs["optimized"], ddp_opt, opt_opt, rank, dist, torch)
             if rank == 0:
                 out = summarize(times, "baseline", "optimized")
                 # An explicit bucket_cap_mb caps DDP's first bucket too.
@@ -466,9 +486,7 @@ def ddp_rank(rank: int, world: int, port: int, exp: str, name: str, a: argparse.
                 keep_capture(a, exp, name, prof, out["prediction"])
                 out["prediction_beside_compute"] = predict(prof, "tensor_fusion", {**options, "comm_cpu_share": 0})
                 out["prediction_no_gap"] = predict(prof, "tensor_fusion", {**options, "gap_latency": ""})
-                if captured_opt is not None:
-                    out["optimized_capture"] = replay_capture(captured_opt)
-                    keep_capture(a, exp, name, captured_opt, suffix=".optimized")
+                add_optimized_capture(a, exp, name, out, captured_opt)
                 out["network"] = dataclasses.asdict(net)
                 out["config"] = {"batch": batch, "baseline": f"DDP x{world}, bucket_cap_mb={base_cap:g}",
                                  "optimized": f"DDP x{world}, bucket_cap_mb={opt_cap:g}", "gradient_mb": round(gmb, 3)}
@@ -953,7 +971,7 @@ def main() -> int:
                     "(EXPERIMENT_MODEL.graph.pb, for daydream.Graph.load), and the pass options of its prediction "
                     "(EXPERIMENT_MODEL.options.json), for `daydream predict` by hand")
     ap.add_argument("--capture-optimized", action="store_true",
-                    help="tensor_fusion experiments: capture the optimized configuration too and replay it "
+                    help="two-process experiments: capture the optimized DDP configuration too and replay it "
                          "(optimized_capture in the JSON: its replay and busy ms by phase, beside the prediction's)")
     ap.add_argument("--doc", type=Path, help="markdown file whose ground-truth markers get the table")
     ap.add_argument("--json", type=Path, help="where to write every row")

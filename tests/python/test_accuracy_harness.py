@@ -334,3 +334,33 @@ def test_capture_optimized_reaches_the_child_and_replays_the_optimized_capture(m
     assert got["plain_step_ms"] == {"before": 1.5, "after": 1.6}
     assert got["by_phase_ms"] and all(ms >= 0 for ms in got["by_phase_ms"].values())
 
+
+
+def test_capture_optimized_captures_on_rank_0_mirrors_on_rank_1_and_fills_the_row(monkeypatch):
+    import argparse
+
+    run = load_run()
+    calls = []
+
+    class Dist:
+        def barrier(self):
+            calls.append("barrier")
+
+    monkeypatch.setattr(run, "any_rank", lambda dist, torch: "agree")
+    monkeypatch.setattr(run, "capture", lambda step, model, opt, active, agree: calls.append(("capture", agree)) or "prof")
+    monkeypatch.setattr(run, "mirror_capture", lambda step, active, agree: calls.append(("mirror", agree)))
+    on, off = argparse.Namespace(capture_optimized=True, active=3), argparse.Namespace(capture_optimized=False, active=3)
+    assert run.capture_optimized(off, None, None, None, 0, Dist(), None) is None and calls == []
+    assert run.capture_optimized(on, None, None, None, 0, Dist(), None) == "prof"
+    assert run.capture_optimized(on, None, None, None, 1, Dist(), None) is None
+    assert calls == [("capture", "agree"), "barrier", ("mirror", "agree"), "barrier"]
+
+    monkeypatch.setattr(run, "replay_capture", lambda prof: {"replayed_ms": 1.0, "of": prof})
+    kept = []
+    monkeypatch.setattr(run, "keep_capture", lambda a, exp, name, prof, suffix="": kept.append((exp, name, prof, suffix)))
+    row = {}
+    run.add_optimized_capture(on, "data_parallel", "cnn", row, None)  # rank 1, or the option off: nothing
+    assert row == {} and kept == []
+    run.add_optimized_capture(on, "data_parallel", "cnn", row, "prof")
+    assert row == {"optimized_capture": {"replayed_ms": 1.0, "of": "prof"}}
+    assert kept == [("data_parallel", "cnn", "prof", ".optimized")]
