@@ -736,6 +736,10 @@ class DataParallelPass : public Pass {
     if (buffer_bytes < 0 || buffer_bytes > (int64_t{1} << 50)) {
       return absl::InvalidArgumentError("buffer_bytes must be in 0..2^50");
     }
+    const double cpu_factor = options_.Double("cpu_factor");
+    if (!(cpu_factor > 0 && cpu_factor <= 100)) {
+      return absl::InvalidArgumentError(StrCat("cpu_factor must be in (0, 100], got ", cpu_factor));
+    }
     if (world == 1) {
       context.Note("data_parallel: world_size=1, nothing to communicate; the graph is unchanged");
       return false;
@@ -749,6 +753,20 @@ class DataParallelPass : public Pass {
     }
     DD_ASSIGN_OR_RETURN(std::vector<int32_t> grads, Gradients(graph, options_.Double("gradient_mb")));
     DD_ASSIGN_OR_RETURN(AllReducePlan plan, PlanFrom(options_, graph, static_cast<int>(world), {}));
+    if (cpu_factor != 1.0) {
+      // Before the all-reduces go in: their gaps (gap_latency) and queueing
+      // come from a replay of the graph, which must run at the ranks' speed.
+      GraphEditor editor(graph);
+      int64_t scaled = 0;
+      for (size_t t = 0; t < graph.tasks.size(); ++t) {
+        if (!IsCpuWork(graph, graph.tasks[t])) continue;
+        editor.ScaleCpuWork(static_cast<int32_t>(t), cpu_factor);
+        ++scaled;
+      }
+      DD_RETURN_IF_ERROR(editor.Commit());
+      context.Note(StrCat("data_parallel: ", scaled, " CPU tasks and the framework time before them take ",
+                          cpu_factor, "x as long (cpu_factor: ranks sharing the host's cores, caches and memory)"));
+    }
     DD_RETURN_IF_ERROR(InsertAllReduces(graph, plan, grads, context, name()).status());
     if (buffer_bytes > 0) DD_RETURN_IF_ERROR(InsertBufferBroadcasts(graph, plan, buffer_bytes, context));
     return true;
@@ -906,7 +924,8 @@ PassInfo DataParallelPassInfo() {
       "time also runs on the thread that issued it, after the bucket's last gradient, and delays what that "
       "thread does next; with ddp_cpu_us and ddp_cpu_per_gradient_us, DDP's own CPU work (per iteration, and per "
       "gradient in the bucket) runs there before each bucket's all-reduce. With buffer_bytes, DDP's buffer "
-      "broadcast blocks the CPU thread before every forward. Sources: Daydream (ATC'20) data-parallel model, "
+      "broadcast blocks the CPU thread before every forward. With cpu_factor, every rank's CPU work takes that "
+      "factor times as long (ranks that share a host). Sources: Daydream (ATC'20) data-parallel model, "
       "PyTorch DDP bucketing and "
       "broadcast_buffers.";
   info.options = {
@@ -918,6 +937,11 @@ PassInfo DataParallelPassInfo() {
       {"buffer_bytes", OptionType::kInt, "0",
        "bytes of module buffers (batch-norm running statistics) DDP broadcasts from rank 0 before every forward "
        "(broadcast_buffers=True); the graph cannot tell them: daydream.predict sets it from the model (0: none)"},
+      {"cpu_factor", OptionType::kDouble, "1",
+       "time factor for the CPU work of each rank (operators, runtime calls, the framework time between them): "
+       "ranks that share one host's cores, caches and memory bandwidth run slower than one process alone; "
+       "daydream.predict measures it for a known CPU model by running copies of its forward and backward in "
+       "world_size processes at once (daydream.calibrate.corun_cpu_factor; 1: ranks on separate hosts)"},
   };
   for (OptionSpec& s : NetworkOptions()) info.options.push_back(s);
   info.create = [](const PassOptions& o) -> absl::StatusOr<std::unique_ptr<Pass>> {

@@ -69,6 +69,22 @@ bool HasRedundantEdge(const Graph& graph) {
 
 }  // namespace
 
+bool IsCpuWork(const Graph& graph, const Task& task) {
+  if (graph.resources[static_cast<size_t>(task.resource)].kind != ResourceKind::kCpuThread) return false;
+  switch (task.kind) {
+    case TaskKind::kCpuOp:
+    case TaskKind::kRuntime:
+    case TaskKind::kDataLoad:
+    case TaskKind::kSync:
+    case TaskKind::kUnspecified: return true;
+    case TaskKind::kKernel:
+    case TaskKind::kCollective:
+    case TaskKind::kMemcpy:
+    case TaskKind::kMemset: return false;
+  }
+  return false;
+}
+
 std::string KernelFunctionName(std::string_view name) {
   constexpr std::string_view kAnonymous = "(anonymous namespace)";
   if (StartsWith(name, "void ")) name.remove_prefix(5);
@@ -344,6 +360,16 @@ void GraphEditor::ScaleDuration(int32_t task, double factor) {
   const TimeNs scaled = RoundNs(static_cast<double>(t.duration_ns) * std::max(0.0, factor));
   if (scaled != t.duration_ns) {
     t.duration_ns = scaled;
+    ++edits_;
+  }
+}
+
+void GraphEditor::ScaleCpuWork(int32_t task, double factor) {
+  ScaleDuration(task, factor);
+  Task& t = graph_.tasks[static_cast<size_t>(task)];
+  const TimeNs gap = RoundNs(static_cast<double>(t.gap_ns) * std::max(0.0, factor));
+  if (gap != t.gap_ns) {
+    t.gap_ns = gap;
     ++edits_;
   }
 }

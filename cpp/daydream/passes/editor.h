@@ -49,6 +49,10 @@ std::string KernelFunctionName(std::string_view name);
 // on the task's resource).
 absl::Status ValidateResourceChains(const Graph& graph);
 
+// Work a CPU's speed decides: an operator, runtime call, data load, sync or
+// unclassified task on a CPU thread (not a collective, kernel or copy).
+bool IsCpuWork(const Graph& graph, const Task& task);
+
 class GraphEditor {
  public:
   // `graph` must outlive the editor. Builds the adjacency if stale.
@@ -90,6 +94,10 @@ class GraphEditor {
 
   // duration := round(duration * factor); factor >= 0.
   void ScaleDuration(int32_t task, double factor);
+
+  // A faster or slower CPU: a task of CPU work (IsCpuWork) and the framework
+  // time before it (its gap) both take `factor` times as long; factor >= 0.
+  void ScaleCpuWork(int32_t task, double factor);
 
   // Replaces `tasks` (all on one resource, at least one) by one task of
   // `duration` named `name` at the place of the first: it keeps the first's

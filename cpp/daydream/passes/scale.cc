@@ -60,27 +60,22 @@ class ScalePass : public Pass {
     for (int32_t t : by_pattern) in_pattern[static_cast<size_t>(t)] = 1;
     for (size_t i = 0; i < graph.tasks.size(); ++i) {
       const auto t = static_cast<int32_t>(i);
-      Task& task = graph.tasks[i];
+      const Task& task = graph.tasks[i];
       if (only_phase && task.phase != *only_phase) continue;
       if (in_pattern[i]) {
         apply(t, factor);
         continue;
       }
-      const ResourceKind rk = graph.resources[static_cast<size_t>(task.resource)].kind;
       switch (task.kind) {
         case TaskKind::kKernel: apply(t, gpu); break;
         case TaskKind::kCollective: apply(t, comm); break;
         case TaskKind::kMemcpy:
         case TaskKind::kMemset: apply(t, copy); break;
-        case TaskKind::kCpuOp:
-        case TaskKind::kRuntime:
-        case TaskKind::kDataLoad:
-        case TaskKind::kSync:
-        case TaskKind::kUnspecified:
-          if (rk == ResourceKind::kCpuThread && cpu != 1.0) {
+        default:
+          if (cpu != 1.0 && IsCpuWork(graph, task)) {
             // A faster CPU also runs the framework code between ops faster.
-            apply(t, cpu);
-            task.gap_ns = RoundNs(static_cast<double>(task.gap_ns) * cpu);
+            editor.ScaleCpuWork(t, cpu);
+            ++scaled;
           }
           break;
       }

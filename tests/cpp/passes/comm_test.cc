@@ -692,6 +692,44 @@ TEST_CASE("data_parallel with ddp_cpu options runs DDP's reducer work on the iss
   CHECK(Makespan(ddp.g) > Makespan(plain.g));
 }
 
+TEST_CASE("data_parallel with cpu_factor runs every rank's CPU work that much slower, before the all-reduces",
+          "[comm]") {
+  const TrainingGraphOptions o = CpuRanks();  // every task on CPU threads
+  TrainingGraph slow(o), plain(o);
+  const Graph before = slow.g;
+  const OptionMap common = {{"world_size", "2"}, {"bucket_mb", "0"}, {"network", "ethernet10"}};
+  OptionMap with = common;
+  with["cpu_factor"] = "1.5";
+  PassContext context;
+  REQUIRE(RunOk("data_parallel", with, slow.g, &context));
+  REQUIRE(RunOk("data_parallel", common, plain.g));
+  // Each recorded CPU task and the framework time before it take 1.5x; the
+  // inserted all-reduces keep the network's time.
+  for (size_t t = 0; t < before.tasks.size(); ++t) {
+    INFO(before.TaskName(static_cast<int32_t>(t)));
+    CHECK(slow.g.tasks[t].duration_ns == RoundNs(1.5 * static_cast<double>(before.tasks[t].duration_ns)));
+    CHECK(slow.g.tasks[t].gap_ns == RoundNs(1.5 * static_cast<double>(before.tasks[t].gap_ns)));
+  }
+  const std::vector<int32_t> with_factor = Inserted(slow.g), without = Inserted(plain.g);
+  REQUIRE(with_factor.size() == without.size());
+  for (size_t i = 0; i < with_factor.size(); ++i) {
+    CHECK(slow.g.tasks[static_cast<size_t>(with_factor[i])].duration_ns ==
+          plain.g.tasks[static_cast<size_t>(without[i])].duration_ns);
+  }
+  CHECK(Makespan(slow.g) > Makespan(plain.g));
+  REQUIRE(!context.notes.empty());
+  CHECK_THAT(context.notes[0], Catch::Contains("take 1.5x as long (cpu_factor"));
+  SECTION("out of range") {
+    for (const char* bad : {"0", "-1", "101"}) {
+      INFO(bad);
+      TrainingGraph t(o);
+      const absl::Status s = RunError("data_parallel", {{"world_size", "2"}, {"cpu_factor", bad}}, t.g);
+      CHECK(s.code() == absl::StatusCode::kInvalidArgument);
+      CHECK_THAT(std::string(s.message()), Catch::Contains("cpu_factor must be in (0, 100]"));
+    }
+  }
+}
+
 TEST_CASE("GapExtraUs is linear from zero through the points and flat after the last", "[comm]") {
   const std::vector<std::pair<double, double>> points = {{1000, 100}, {4000, 1300}};
   CHECK(GapExtraUs(points, 0) == 0);
