@@ -621,6 +621,194 @@ def ddp_cpu_phase_times(model: Any, inputs: Sequence[Any], repeats: int = 75, ro
         done()
 
 
+@dataclasses.dataclass
+class CoRunning:
+    """How much slower a model's forward and backward run on this host while
+    the other ranks of a data-parallel job run theirs beside it: ``factor``,
+    the median over rounds of (this round's median step with the others
+    running) / (the adjacent round's alone), the ``data_parallel`` pass's
+    ``cpu_factor`` for ranks that share the host; ``noise``: two standard
+    errors of that median (from the ratios' median absolute deviation)."""
+
+    factor: float
+    noise: float
+    alone_ms: float
+    together_ms: float
+    world_size: int
+    threads: int  # torch threads per rank
+    processes: int  # helper processes that ran beside this one
+    rounds: int  # rounds of each configuration
+
+    @property
+    def measurable(self) -> bool:
+        """Whether the slowdown (or speed-up) is larger than its noise."""
+        return abs(self.factor - 1.0) > self.noise
+
+    def describe(self) -> str:
+        return (f"one forward and backward took {self.together_ms:.3f} ms with {self.processes} "
+                f"cop{'y' if self.processes == 1 else 'ies'} of the model stepping beside it in other processes, "
+                f"{self.alone_ms:.3f} ms alone (medians; {self.rounds} interleaved rounds of each): "
+                f"x{self.factor:.3f} ± {100 * self.noise:.1f}%")
+
+
+def _corun_helper(model: Any, xs: Sequence[Any], go: Any, stop: Any, busy: Any, slot: int, parent: int) -> None:
+    """A forked helper of :func:`corun_cpu_factor`: steps its own copy of
+    ``model`` on one thread while ``go`` is set, saying so in ``busy[slot]``
+    (1: stepping, 0: idle, -1: failed); ends with ``stop`` or when its parent
+    has gone."""
+    import copy  # noqa: PLC0415
+    import os  # noqa: PLC0415
+
+    torch = _torch()
+    # OpenMP's thread pool does not survive fork: more than one thread here
+    # would hang. A rank of T threads is T such helpers.
+    torch.set_num_threads(1)
+    try:
+        # Its own weights and inputs, as another rank has: pages shared with
+        # the parent after fork would share the caches too.
+        model = copy.deepcopy(model)
+        xs = [x.clone() for x in xs]
+        while not stop.is_set() and os.getppid() == parent:
+            if not go.wait(0.05):
+                continue
+            busy[slot] = 1
+            while go.is_set() and not stop.is_set():
+                _fwd_bwd_step(torch, model, xs)
+            busy[slot] = 0
+    except Exception:  # noqa: BLE001 - the parent reports it
+        busy[slot] = -1
+
+
+def corun_cpu_factor(model: Any, inputs: Sequence[Any], world_size: int = 2, repeats: int = 50,
+                     round_s: float = 0.03, timeout_s: float = 60.0, max_bytes: int = 1 << 30) -> CoRunning:
+    """How much slower ``model``'s forward and backward run while the other
+    ``world_size - 1`` ranks of a data-parallel job on this host run theirs:
+    the ``data_parallel`` pass's ``cpu_factor``. Ranks that share a host
+    share its memory bandwidth, caches and the cores' shared parts, so each
+    may run slower than one process alone.
+
+    A copy of the model steps in this process on ``torch.get_num_threads()``
+    threads, alone and with helper processes stepping their own copies beside
+    it (forked, so that a model defined in a notebook runs in them too; each
+    copies the weights, as another rank has its own): ``(world_size - 1) x
+    threads`` helpers of one thread each. Rounds of ``round_s`` seconds
+    alternate between the two, ``repeats`` of each, so that a slow spell of a
+    shared machine hits both alike; each pair of rounds gives a ratio, and
+    the factor is their median. ``inputs`` are the model's positional inputs
+    (tensors or (shape, dtype) specs). The model itself is not run or
+    changed.
+
+    Raises DaydreamError when the model is not on the CPU or does not run on
+    ``inputs``, the ranks' threads would not each have a core here
+    (world_size x threads > the cores this process may use: ranks that
+    time-slice cores are not what a factor describes), fork is unavailable,
+    a helper fails or stops answering within ``timeout_s``, or the copies
+    would take more than ``max_bytes``.
+
+    Example::
+
+        daydream.calibrate.corun_cpu_factor(model, [x], world_size=2).factor   # 1.01
+    """
+    import copy  # noqa: PLC0415
+    import multiprocessing  # noqa: PLC0415
+    import os  # noqa: PLC0415
+
+    torch = _torch()
+    who = "corun_cpu_factor"
+    if world_size < 2:
+        raise DaydreamError(f"{who}: world_size must be at least 2, got {world_size}")
+    model = _unwrapped(model)
+    name = type(model).__name__
+    devices = sorted({str(t.device) for t in (*model.parameters(), *model.buffers())} - {"cpu"})
+    if devices:
+        raise DaydreamError(f"{who}: {name} is on {', '.join(devices)}, not the CPU")
+    _refuse_compiled(model, who, "each copy would compile it again")
+    threads = torch.get_num_threads()
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    if world_size * threads > cores:
+        raise DaydreamError(f"{who}: {world_size} ranks of {threads} thread(s) need {world_size * threads} cores; "
+                            f"this process may use {cores}: ranks that time-slice cores are not what a factor "
+                            "describes")
+    if "fork" not in multiprocessing.get_all_start_methods():
+        raise DaydreamError(f"{who}: this platform cannot fork, and a model defined in a notebook cannot be sent "
+                            "to a spawned process")
+    helpers = (world_size - 1) * threads
+    _check_two_copies_fit(model, max_bytes, who, copies=2 * (helpers + 1))  # weights and gradients of each
+    ctx = multiprocessing.get_context("fork")
+    go, stop = ctx.Event(), ctx.Event()
+    busy = ctx.Array("i", helpers, lock=False)
+    procs: List[Any] = []
+
+    def wait_until(state: int) -> None:
+        deadline = time.perf_counter() + timeout_s
+        while True:
+            states = list(busy)
+            if -1 in states:
+                raise DaydreamError(f"{who}: a copy of {name} failed in a helper process")
+            if all(b == state for b in states):
+                return
+            ended = [p.exitcode for p in procs if p.exitcode is not None]
+            if ended:
+                raise DaydreamError(f"{who}: a helper process ended (exit code {ended[0]})")
+            if time.perf_counter() > deadline:
+                raise DaydreamError(f"{who}: the helper processes did not {'start' if state else 'stop'} "
+                                    f"stepping within {timeout_s:g} s")
+            time.sleep(0.0002)
+
+    with torch.random.fork_rng(devices=[]):
+        mine = copy.deepcopy(model)
+        xs = _step_inputs(torch, inputs)
+        try:
+            for _ in range(3):
+                _fwd_bwd_step(torch, mine, xs)
+        except Exception as e:  # noqa: BLE001 - a model that does not run on these inputs as they are
+            raise DaydreamError(f"{who}: {name} does not run on the recorded inputs "
+                                f"({len(xs)} positional tensors): {_first_lines(e)}") from e
+        steps = _steps_per_round(torch, mine, xs, round_s)
+        times: Dict[bool, List[float]] = {False: [], True: []}
+        rounds: Dict[bool, List[float]] = {False: [], True: []}  # each round's median
+        try:
+            for slot in range(helpers):
+                p = ctx.Process(target=_corun_helper, args=(mine, xs, go, stop, busy, slot, os.getpid()),
+                                daemon=True)
+                p.start()
+                procs.append(p)
+            # The helpers' first steps allocate and fault in their pages: untimed.
+            go.set()
+            wait_until(1)
+            time.sleep(max(0.2, 10 * round_s / steps))
+            for r in _timed_rounds(repeats, budget_s=2 * repeats * round_s + 5, min_rounds=5):
+                for together in ((False, True) if r % 2 == 0 else (True, False)):
+                    if together:
+                        go.set()
+                    else:
+                        go.clear()
+                    wait_until(1 if together else 0)
+                    block = []
+                    for _ in range(steps):
+                        fwd, bwd = _fwd_bwd_step(torch, mine, xs)
+                        block.append(fwd + (bwd or 0.0))
+                    times[together] += block
+                    rounds[together].append(statistics.median(block))
+        finally:
+            stop.set()
+            go.clear()
+            for p in procs:
+                p.join(timeout=1)  # a step in flight ends; one that does not is cut short
+                if p.is_alive():
+                    p.kill()
+                    p.join()
+    ratios = [t / a for a, t in zip(rounds[False], rounds[True])]
+    factor = statistics.median(ratios)
+    # Two standard errors of the median, from the ratios' median absolute
+    # deviation (one round hit by a stall would blow up a standard deviation).
+    mad = statistics.median(abs(r - factor) for r in ratios)
+    noise = 2 * 1.2533 * 1.4826 * mad / math.sqrt(len(ratios))
+    return CoRunning(factor=factor, noise=noise, alone_ms=statistics.median(times[False]) * 1e3,
+                     together_ms=statistics.median(times[True]) * 1e3, world_size=world_size, threads=threads,
+                     processes=helpers, rounds=len(ratios))
+
+
 def _private_gloo_group(dist: Any, who: str) -> Tuple[Any, Callable[[], None]]:
     """A gloo process group of this process alone, on an in-memory store (no
     port, no other rank), and what to call when done with it. It is made on
@@ -687,60 +875,76 @@ def _check_two_copies_fit(model: Any, max_bytes: int, who: str, copies: int = 2)
                             f"(max_bytes {max_bytes / 2**30:.1f} GiB)")
 
 
+def _step_inputs(torch: Any, inputs: Sequence[Any]) -> List[Any]:
+    """The positional inputs a copy of the model runs on: a clone of each
+    recorded tensor (a model that changes its input in place leaves the batch
+    alone), made-up values for a (shape, dtype) spec."""
+    return [spec.detach().clone() if isinstance(spec, torch.Tensor)
+            else _real_tensor(torch, torch.empty(spec[0], dtype=spec[1])) for spec in inputs]
+
+
+def _fwd_bwd_step(torch: Any, m: Any, xs: Sequence[Any]) -> Tuple[float, Optional[float]]:
+    """Seconds of one forward of ``m`` on ``xs`` and of the backward from its
+    outputs (None when no output needs a gradient); gradients reset first."""
+    from torch.utils._pytree import tree_leaves  # noqa: PLC0415
+
+    for p in m.parameters():
+        p.grad = None
+    t0 = time.perf_counter()
+    out = m(*xs)
+    t1 = time.perf_counter()
+    outs = [t for t in tree_leaves(out) if isinstance(t, torch.Tensor) and t.requires_grad]
+    if not outs:
+        return t1 - t0, None
+    grads = [torch.ones_like(t) for t in outs]
+    t2 = time.perf_counter()
+    torch.autograd.backward(outs, grads)
+    return t1 - t0, time.perf_counter() - t2
+
+
+def _first_lines(e: Exception) -> str:
+    lines = [line.strip() for line in str(e).splitlines() if line.strip()]
+    return f"{type(e).__name__}: {' '.join(lines[:2])[:300]}"
+
+
+def _steps_per_round(torch: Any, m: Any, xs: Sequence[Any], round_s: float) -> int:
+    """How many steps of ``m`` fill a round of ``round_s`` seconds (1..50)."""
+    t0 = time.perf_counter()
+    _fwd_bwd_step(torch, m, xs)
+    return max(1, min(50, int(round_s / max(time.perf_counter() - t0, 1e-6))))
+
+
 def _time_two_copies(reference: Any, changed: Any, change: str, inputs: Sequence[Any], repeats: int,
                      round_s: float, who: str, name: str) -> Dict[str, Tuple[float, float]]:
     """(changed ms, reference ms) per phase of two copies of a model, timed as
     :func:`compile_cpu_phase_times` describes; ``change`` names what made
     ``changed`` in errors."""
     torch = _torch()
-    from torch.utils._pytree import tree_leaves  # noqa: PLC0415
-
-    xs: List[Any] = []
 
     def step(m: Any) -> Tuple[float, Optional[float]]:
-        for p in m.parameters():
-            p.grad = None
-        t0 = time.perf_counter()
-        out = m(*xs)
-        t1 = time.perf_counter()
-        outs = [t for t in tree_leaves(out) if isinstance(t, torch.Tensor) and t.requires_grad]
-        if not outs:
-            return t1 - t0, None
-        grads = [torch.ones_like(t) for t in outs]
-        t2 = time.perf_counter()
-        torch.autograd.backward(outs, grads)
-        return t1 - t0, time.perf_counter() - t2
-
-    def first_lines(e: Exception) -> str:
-        lines = [line.strip() for line in str(e).splitlines() if line.strip()]
-        return f"{type(e).__name__}: {' '.join(lines[:2])[:300]}"
+        return _fwd_bwd_step(torch, m, xs)
 
     # Dropout in the copies, and the made-up inputs, leave the caller's random state alone.
     with torch.random.fork_rng(devices=[]):
-        # A model that changes its input in place leaves the batch alone: a copy.
-        xs.extend(spec.detach().clone() if isinstance(spec, torch.Tensor)
-                  else _real_tensor(torch, torch.empty(spec[0], dtype=spec[1])) for spec in inputs)
+        xs = _step_inputs(torch, inputs)
         try:
             for _ in range(3):
                 step(reference)
         except Exception as e:  # noqa: BLE001 - a model that does not run on these inputs as they are
             raise DaydreamError(f"{who}: {name} does not run on the recorded inputs "
-                                f"({len(xs)} positional tensors): {first_lines(e)}") from e
+                                f"({len(xs)} positional tensors): {_first_lines(e)}") from e
         try:
             for _ in range(3):
                 step(changed)
         except Exception as e:  # noqa: BLE001 - any failure of the changed copy is the reason
-            raise DaydreamError(f"{who}: {change} of {name} failed: {first_lines(e)}") from e
-        t0 = time.perf_counter()
-        step(reference)
-        step_s = max(time.perf_counter() - t0, 1e-6)
+            raise DaydreamError(f"{who}: {change} of {name} failed: {_first_lines(e)}") from e
         # Short blocks: a slow spell of a shared machine (they last tenths of
         # a second) then hits both copies alike. Blocks of 0.15 s put it in
         # one copy's medians: compile's forward factor on the MLP read 1.02,
         # 1.28 and 1.67 in three calibrations (docs/accuracy.md). Slow
         # steps stop repeating after five rounds once each copy has had
         # repeats x round_s seconds.
-        steps = max(1, min(50, int(round_s / step_s)))
+        steps = _steps_per_round(torch, reference, xs, round_s)
         samples: Dict[str, Dict[str, List[float]]] = {m: {"forward": [], "backward": []}
                                                       for m in ("changed", "reference")}
         for r in _timed_rounds(repeats, budget_s=2 * repeats * round_s, min_rounds=5):

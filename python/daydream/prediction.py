@@ -341,6 +341,31 @@ def _ddp_cpu_on_model(model: Any, inputs: Any, given: Dict[str, str]) -> str:
             f"{gradients} gradients (ddp_cpu_per_gradient_us) (daydream.calibrate.ddp_cpu_phase_times)")
 
 
+def _corun_on_model(model: Any, inputs: Any, given: Dict[str, str]) -> Optional[str]:
+    """data_parallel of a known CPU model: how much slower its forward and
+    backward run while the other ranks on this host run theirs
+    (``cpu_factor``), set when the slowdown is larger than its noise. Ranks
+    that would not each have their cores here are taken to run elsewhere."""
+    from . import calibrate  # noqa: PLC0415 - needs torch
+
+    default = {o["name"]: o["default"] for p in passes() if p["name"] == "data_parallel" for o in p["options"]}
+    try:
+        world = int(float(given.get("world_size", default["world_size"])))
+    except ValueError:
+        return None  # the pass says what is wrong with it
+    if world < 2:
+        return None
+    try:
+        corun = calibrate.corun_cpu_factor(model, inputs, world_size=world)
+    except DaydreamError as e:
+        return f"data_parallel: no co-running factor measured ({e}); cpu_factor stays 1"
+    if not corun.measurable:
+        return (f"data_parallel: ranks sharing this host: {corun.describe()}, within its noise: cpu_factor stays 1 "
+                "(daydream.calibrate.corun_cpu_factor)")
+    given["cpu_factor"] = f"{corun.factor:.4f}"
+    return f"data_parallel: ranks sharing this host: {corun.describe()} (cpu_factor; daydream.calibrate.corun_cpu_factor)"
+
+
 def _straggler(name: str, graph: Graph, given: Dict[str, str], step_times_ms: Sequence[float]) -> Optional[str]:
     """data_parallel / tensor_fusion with the recorded step's times: every
     iteration the ranks meet at the first all-reduce, so each waits for the
@@ -442,8 +467,9 @@ def _calibrate(graph: Graph, requests: List[Tuple[str, Dict[str, str]]], model: 
     batch_size a CPU op's fixed cost, fused_optimizer the fused/unfused step
     ratio of a known optimizer, op_fusion of a known model its phases'
     change under torch.compile;
-    data_parallel of a known model the bytes of buffers DDP broadcasts and
-    DDP's own CPU work on it;
+    data_parallel of a known model the bytes of buffers DDP broadcasts,
+    DDP's own CPU work on it and, on a CPU, how much slower it runs beside
+    the other ranks;
     data_parallel and tensor_fusion of a step timed by a Profiler the wait
     for the slowest rank. ``inputs``: the model's recorded input tensors
     (``Profiler.model_input_values``)."""
@@ -491,6 +517,10 @@ def _calibrate_request(graph: Graph, name: str, given: Dict[str, str], cpu_only:
     if (name == "data_parallel" and cpu_only and model is not None and inputs
             and not {"ddp_cpu_us", "ddp_cpu_per_gradient_us"} & set(given)):
         notes.append(_ddp_cpu_on_model(model, inputs, given))
+    if name == "data_parallel" and cpu_only and model is not None and inputs and "cpu_factor" not in given:
+        note = _corun_on_model(model, inputs, given)
+        if note:
+            notes.append(note)
     if name in ("data_parallel", "tensor_fusion") and "straggler_us" not in given:
         note = _straggler(name, graph, given, step_times_ms)
         if note:

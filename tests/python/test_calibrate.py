@@ -428,3 +428,87 @@ def test_profiler_overhead_is_a_positive_cost_per_record_within_sane_bounds() ->
     assert cost.fit and all(records > 0 for records, _ in cost.fit)
     assert "per recorded op" in cost.describe()
 
+
+
+# --- corun_cpu_factor ----------------------------------------------------------------------------
+
+import torch  # noqa: E402 - the module skips without it, above
+
+# A page shared with forked children: a helper stamps it while it steps, and
+# the parent's copy of _Neighbourly sees whether one ran beside it.
+_STAMP = __import__("mmap").mmap(-1, 8)
+_PARENT = os.getpid()
+
+
+class _Neighbourly(torch.nn.Module):
+    """A model that takes 2 ms alone and 4 ms while a copy of it steps in
+    another process: what ranks sharing a host would see, made exact."""
+
+    def __init__(self, fail_in_helper: bool = False, hang_in_helper: bool = False) -> None:
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.ones(4))
+        self.fail_in_helper = fail_in_helper
+        self.hang_in_helper = hang_in_helper
+
+    def forward(self, x):  # noqa: ANN001, ANN201
+        import struct
+        import time
+
+        now = time.monotonic()
+        if os.getpid() != _PARENT:
+            if self.fail_in_helper:
+                raise RuntimeError("only in a helper")
+            if self.hang_in_helper:
+                time.sleep(3600)
+            time.sleep(0.001)
+            _STAMP[:8] = struct.pack("d", time.monotonic())  # about every 1.1 ms while it steps
+        else:
+            beside = now - struct.unpack("d", _STAMP[:8])[0] < 0.002
+            time.sleep(0.004 if beside else 0.002)
+        return (x * self.w).sum()
+
+
+@pytest.fixture
+def single_thread():
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def test_corun_cpu_factor_times_the_model_alone_and_beside_copies_in_other_processes(single_thread) -> None:
+    import multiprocessing
+
+    model = _Neighbourly()
+    state = {k: v.clone() for k, v in model.state_dict().items()}
+    corun = calibrate.corun_cpu_factor(model, [torch.ones(4)], world_size=2, repeats=10, round_s=0.02)
+    assert 1.6 < corun.factor < 2.5, corun.describe()
+    assert corun.measurable and corun.noise < 0.3
+    assert corun.processes == 1 and corun.threads == 1 and corun.rounds >= 5
+    assert 3.5 < corun.together_ms < 6 and 1.8 < corun.alone_ms < 3, corun.describe()
+    assert f"x{corun.factor:.3f}" in corun.describe()
+    # The model itself never ran, and no helper is left.
+    assert all(torch.equal(v, state[k]) for k, v in model.state_dict().items())
+    assert all(p.grad is None for p in model.parameters())
+    assert not multiprocessing.active_children()
+
+
+def test_corun_cpu_factor_names_what_it_cannot_time(single_thread, monkeypatch) -> None:
+    import multiprocessing
+
+    x = [torch.ones(4)]
+    with pytest.raises(DaydreamError, match=r"world_size must be at least 2, got 1"):
+        calibrate.corun_cpu_factor(_Neighbourly(), x, world_size=1)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1})
+    with pytest.raises(DaydreamError, match=r"3 ranks of 1 thread\(s\) need 3 cores; this process may use 2"):
+        calibrate.corun_cpu_factor(_Neighbourly(), x, world_size=3)
+    with pytest.raises(DaydreamError, match=r"_Neighbourly does not run on the recorded inputs"):
+        calibrate.corun_cpu_factor(_Neighbourly(), [torch.ones(3)])
+    with pytest.raises(DaydreamError, match=r"a copy of _Neighbourly failed in a helper process"):
+        calibrate.corun_cpu_factor(_Neighbourly(fail_in_helper=True), x, round_s=0.01)
+    # A helper that stops answering is given up on, and killed.
+    with pytest.raises(DaydreamError, match=r"did not stop stepping within 1 s"):
+        calibrate.corun_cpu_factor(_Neighbourly(hang_in_helper=True), x, round_s=0.01, timeout_s=1)
+    assert not multiprocessing.active_children()
+    with pytest.raises(DaydreamError, match=r"Sequential is on meta, not the CPU"):
+        calibrate.corun_cpu_factor(torch.nn.Sequential(torch.nn.Linear(4, 4)).to("meta"), x)
