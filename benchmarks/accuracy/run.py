@@ -82,7 +82,7 @@ TARGET_MEDIAN, TARGET_MAX = 5.0, 15.0
 # measured step factor.
 ALTERNATIVE_PREDICTIONS = ("prediction_trace_fit", "prediction_gemm_ratio", "prediction_beside_compute",
                            "prediction_op_model", "prediction_no_gap", "prediction_chain_model",
-                           "prediction_synthetic_ddp")
+                           "prediction_synthetic_ddp", "prediction_no_corun")
 MIB = 1024 * 1024
 # glibc serves allocations from 128 kB up with mmap until a free raises its
 # threshold, and trims the heap's top: whether a step's large tensors fault
@@ -425,6 +425,12 @@ def ddp_rank(rank: int, world: int, port: int, exp: str, name: str, a: argparse.
                 ddp_cpu = {k: synthetic.pop(k) for k in ("ddp_cpu_us", "ddp_cpu_per_gradient_us")}
                 options = {"world_size": world, "bucket_mb": 25, "first_bucket_mb": 1, **synthetic}
                 out["prediction"] = predict(prof, "data_parallel", options)
+                # The co-running factor predict measured (or left at 1): the
+                # comparison predictions below keep it rather than measure again.
+                corun = opt_value(out["prediction"], "cpu_factor")
+                options["cpu_factor"] = float(corun) if corun else 1.0
+                out["corun_note"] = next((n for n in out["prediction"]["notes"]
+                                          if "ranks sharing this host" in n or "co-running" in n), None)
                 measured = measured_ddp_cpu(out["prediction"])
                 if measured is None:  # predict could not measure it: the synthetic figures, and its note stays
                     out["ddp_cpu_not_measured"] = [n for n in out["prediction"]["notes"] if "not measured" in n]
@@ -436,6 +442,8 @@ def ddp_rank(rank: int, world: int, port: int, exp: str, name: str, a: argparse.
                 out["prediction_beside_compute"] = predict(prof, "data_parallel",
                                                            {**options, "comm_cpu_share": 0, "buffer_bytes": 0})
                 out["prediction_no_gap"] = predict(prof, "data_parallel", {**options, "gap_latency": ""})
+                if corun:
+                    out["prediction_no_corun"] = predict(prof, "data_parallel", {**options, "cpu_factor": 1.0})
                 add_optimized_capture(a, exp, name, out, captured_opt)
                 out["network"] = dataclasses.asdict(net)
                 out["config"] = {"batch": batch, "baseline": "1 process, 1 thread",
@@ -825,7 +833,11 @@ def table(rows: List[Dict[str, Any]], meta: Dict[str, Any]) -> str:
                             if r.get("prediction_beside_compute") else "")
                          + (f"; the plain step on both ranks at once, without DDP: "
                             f"{r['two_plain_processes']['median_ms']:.3f} ms (alone: {r['baseline']['median_ms']:.3f} ms)"
-                            if r.get("two_plain_processes") else ""))
+                            if r.get("two_plain_processes") else "")
+                         + (f"; {r['corun_note'].partition(': ')[2]}" if r.get("corun_note") else "")
+                         + (f"; without the co-running factor the prediction is "
+                            f"{r['prediction_no_corun']['predicted_ms']:.3f} ms "
+                            f"({r['prediction_no_corun']['error_pct']:+.1f}%)" if r.get("prediction_no_corun") else ""))
     if extra:
         lines += ["", "Two-process runs:", ""] + extra
     done = [r for r in rows if "skipped" not in r]

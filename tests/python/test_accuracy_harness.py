@@ -364,3 +364,33 @@ def test_capture_optimized_captures_on_rank_0_mirrors_on_rank_1_and_fills_the_ro
     run.add_optimized_capture(on, "data_parallel", "cnn", row, "prof")
     assert row == {"optimized_capture": {"replayed_ms": 1.0, "of": "prof"}}
     assert kept == [("data_parallel", "cnn", "prof", ".optimized")]
+
+
+def test_a_data_parallel_row_says_what_co_running_measured_and_the_prediction_without_it():
+    run = load_run()
+
+    def row(model, note, no_corun=None):
+        r = {"experiment": "data_parallel", "model": model, "config": {}, "within_noise": False,
+             "predicted_ms": 1.1, "measured_ms": 1.0, "error_pct": 10.0,
+             "optimized": {"median_ms": 1.0, "p10_ms": 0.9, "p90_ms": 1.1}, "baseline": {"median_ms": 2.0},
+             "predicted_speedup": 2.0, "measured_speedup": 2.0, "noise_pct": 1.0, "error_direct_pct": 0.0,
+             "error_additive_pct": 0.0, "baseline_replay_error_pct": 0.0,
+             "network": {"latency_us": 100.0, "bandwidth_gbps": 1.0, "gap_latency": ""},
+             "prediction": {"raw_predicted_ms": 1.0, "capture_tries": [0.01], "opts": ["data_parallel:world_size=2"],
+                            "plain_step_ms": {"before": 2.0, "after": 2.0}, "speed_drift": None},
+             "corun_note": note}
+        if no_corun:
+            r["prediction_no_corun"] = {"predicted_ms": no_corun, "error_pct": -5.0}
+        return r
+
+    applied = "data_parallel: ranks sharing this host: one forward and backward took 1.2 ms ...: x1.200 ± 2.0% (cpu_factor)"
+    left = "data_parallel: ranks sharing this host: ...: x1.010 ± 3.0%, within its noise: cpu_factor stays 1"
+    rows = [row("mlp", applied, no_corun=0.95), row("cnn", left)]
+    meta = {"command": "`run.py`", "machine": "test", "torch": "x", "threads": 1, "rounds": 1, "steps": 1,
+            "wall_s": 60.0, "loadavg_1min": {"start": 0.0, "end": 0.0}, "summary": run.summary(rows)}
+    text = run.table(rows, meta)
+    mlp = next(line for line in text.splitlines() if line.startswith("- data_parallel on mlp:"))
+    cnn = next(line for line in text.splitlines() if line.startswith("- data_parallel on cnn:"))
+    assert "; ranks sharing this host: one forward and backward took 1.2 ms ...: x1.200 ± 2.0% (cpu_factor)" in mlp
+    assert "; without the co-running factor the prediction is 0.950 ms (-5.0%)" in mlp
+    assert "within its noise: cpu_factor stays 1" in cnn and "without the co-running factor" not in cnn
