@@ -326,16 +326,19 @@ def single_process(exp: str, name: str, a: argparse.Namespace) -> Dict[str, Any]
         extra.update(baseline="Adam(foreach=False)", optimized="Adam(fused=True)")
     elif exp == "batch_size":
         x2, y2 = make_batch(name, 2 * batch)
-        opt_step = training_step(opt_model, x2, y2, loss_fn, adam(opt_model.parameters()))
+        opt_opt = adam(opt_model.parameters())
+        opt_step = training_step(opt_model, x2, y2, loss_fn, opt_opt)
         pass_opt, options = "batch_size", {"factor": 2}
         extra.update(baseline=f"batch {batch}", optimized=f"batch {2 * batch}")
     elif exp == "amp":
-        opt_step = amp_step(opt_model, x, y, loss_fn, adam(opt_model.parameters()))
+        opt_opt = adam(opt_model.parameters())
+        opt_step = amp_step(opt_model, x, y, loss_fn, opt_opt)
         pass_opt, options = "amp", {}  # daydream.predict measures cpu_op_factors here
         extra.update(baseline="fp32", optimized='torch.autocast("cpu", torch.bfloat16)')
     elif exp == "op_fusion":
         compiled = torch.compile(opt_model)
-        opt_step = training_step(compiled, x, y, loss_fn, adam(opt_model.parameters()))
+        opt_opt = adam(opt_model.parameters())
+        opt_step = training_step(compiled, x, y, loss_fn, opt_opt)
         t0 = time.perf_counter()
         try:
             for _ in range(3):
@@ -369,6 +372,9 @@ def single_process(exp: str, name: str, a: argparse.Namespace) -> Dict[str, Any]
         # The pass's model without the model (a trace file): chains of
         # elementwise ops fused, instead of the phases timed under torch.compile.
         out["prediction_chain_model"] = predict(prof, pass_opt, {"cpu_op_factors": ""})
+    if getattr(a, "capture_optimized", False):
+        # The optimized step captured as the baseline was: its phases beside the prediction's.
+        add_optimized_capture(a, exp, name, out, capture(opt_step, opt_model, opt_opt, a.active))
     out["config"] = extra
     return out
 
@@ -983,8 +989,8 @@ def main() -> int:
                     "(EXPERIMENT_MODEL.graph.pb, for daydream.Graph.load), and the pass options of its prediction "
                     "(EXPERIMENT_MODEL.options.json), for `daydream predict` by hand")
     ap.add_argument("--capture-optimized", action="store_true",
-                    help="two-process experiments: capture the optimized DDP configuration too and replay it "
-                         "(optimized_capture in the JSON: its replay and busy ms by phase, beside the prediction's)")
+                    help="capture the optimized configuration too and replay it (optimized_capture in the JSON: "
+                         "its replay and busy ms by phase, beside the prediction's by_phase_ms)")
     ap.add_argument("--doc", type=Path, help="markdown file whose ground-truth markers get the table")
     ap.add_argument("--json", type=Path, help="where to write every row")
     ap.add_argument("--from-json", type=Path, help="re-render the table from a results file of an earlier run "

@@ -394,3 +394,25 @@ def test_a_data_parallel_row_says_what_co_running_measured_and_the_prediction_wi
     assert "; ranks sharing this host: one forward and backward took 1.2 ms ...: x1.200 ± 2.0% (cpu_factor)" in mlp
     assert "; without the co-running factor the prediction is 0.950 ms (-5.0%)" in mlp
     assert "within its noise: cpu_factor stays 1" in cnn and "without the co-running factor" not in cnn
+
+
+def test_a_single_process_row_captures_its_optimized_step_with_capture_optimized(monkeypatch):
+    import argparse
+
+    import pytest
+
+    pytest.importorskip("torch")
+    run = load_run()
+    captured = []
+    monkeypatch.setattr(run, "interleaved", lambda configs, *args, **kw: {k: [[1.0, 1.1]] for k in configs})
+    monkeypatch.setattr(run, "capture", lambda step, model, opt, active: captured.append((step, model, opt)) or "prof")
+    monkeypatch.setattr(run, "predict", lambda prof, opt, options: {"pass": opt})
+    monkeypatch.setattr(run, "replay_capture", lambda prof: {"replayed_ms": 1.0, "of": prof})
+    a = argparse.Namespace(threads=1, warmup=1, rounds=1, steps=1, active=1, save_traces=None, capture_optimized=True)
+    row = run.single_process("amp", "mlp", a)
+    # The baseline is captured, then the optimized step, with its own model and optimizer.
+    assert len(captured) == 2 and captured[0][1] is not captured[1][1] and captured[0][2] is not captured[1][2]
+    assert row["optimized_capture"] == {"replayed_ms": 1.0, "of": "prof"}
+    captured.clear()
+    a.capture_optimized = False
+    assert "optimized_capture" not in run.single_process("amp", "mlp", a) and len(captured) == 1
