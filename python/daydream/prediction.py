@@ -360,8 +360,9 @@ def _corun_on_model(model: Any, inputs: Any, given: Dict[str, str]) -> Optional[
     except DaydreamError as e:
         return f"data_parallel: no co-running factor measured ({e}); cpu_factor stays 1"
     if not corun.measurable:
-        return (f"data_parallel: ranks sharing this host: {corun.describe()}, within its noise: cpu_factor stays 1 "
-                "(daydream.calibrate.corun_cpu_factor)")
+        return (f"data_parallel: ranks sharing this host: {corun.describe()}, "
+                + ("within its noise" if corun.factor - corun.noise <= 1.0 < corun.factor + corun.noise
+                   else "not a slowdown") + ": cpu_factor stays 1 (daydream.calibrate.corun_cpu_factor)")
     given["cpu_factor"] = f"{corun.factor:.4f}"
     return f"data_parallel: ranks sharing this host: {corun.describe()} (cpu_factor; daydream.calibrate.corun_cpu_factor)"
 
