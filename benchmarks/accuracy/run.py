@@ -82,7 +82,7 @@ TARGET_MEDIAN, TARGET_MAX = 5.0, 15.0
 # measured step factor.
 ALTERNATIVE_PREDICTIONS = ("prediction_trace_fit", "prediction_gemm_ratio", "prediction_beside_compute",
                            "prediction_op_model", "prediction_no_gap", "prediction_chain_model",
-                           "prediction_synthetic_ddp", "prediction_no_corun")
+                           "prediction_synthetic_ddp", "prediction_no_corun", "prediction_trimmed_gap")
 MIB = 1024 * 1024
 # glibc serves allocations from 128 kB up with mmap until a free raises its
 # threshold, and trims the heap's top: whether a step's large tensors fault
@@ -448,6 +448,7 @@ def ddp_rank(rank: int, world: int, port: int, exp: str, name: str, a: argparse.
                 out["prediction_beside_compute"] = predict(prof, "data_parallel",
                                                            {**options, "comm_cpu_share": 0, "buffer_bytes": 0})
                 out["prediction_no_gap"] = predict(prof, "data_parallel", {**options, "gap_latency": ""})
+                add_trimmed_gap(out, prof, "data_parallel", options, net)
                 if corun:
                     out["prediction_no_corun"] = predict(prof, "data_parallel", {**options, "cpu_factor": 1.0})
                 add_optimized_capture(a, exp, name, out, captured_opt)
@@ -500,6 +501,7 @@ def ddp_rank(rank: int, world: int, port: int, exp: str, name: str, a: argparse.
                 keep_capture(a, exp, name, prof, out["prediction"])
                 out["prediction_beside_compute"] = predict(prof, "tensor_fusion", {**options, "comm_cpu_share": 0})
                 out["prediction_no_gap"] = predict(prof, "tensor_fusion", {**options, "gap_latency": ""})
+                add_trimmed_gap(out, prof, "tensor_fusion", options, net)
                 add_optimized_capture(a, exp, name, out, captured_opt)
                 out["network"] = dataclasses.asdict(net)
                 out["config"] = {"batch": batch, "baseline": f"DDP x{world}, bucket_cap_mb={base_cap:g}",
@@ -513,6 +515,15 @@ def ddp_rank(rank: int, world: int, port: int, exp: str, name: str, a: argparse.
             os.replace(out_path + ".tmp", out_path)  # whole or absent: two_process reads it after a teardown abort
     finally:
         dist.destroy_process_group()
+
+
+def add_trimmed_gap(out: Dict[str, Any], prof: Any, opt: str, options: Dict[str, Any], net: Any) -> None:
+    """For comparison: the prediction with gap_latency from trimmed means
+    (a tenth of the repeats cut at each end) instead of means."""
+    trimmed = (net.gaps or {}).get("gap_latency_trimmed")
+    if trimmed is not None:
+        out["prediction_trimmed_gap"] = predict(prof, opt, {**options, "gap_latency": trimmed})
+        out["prediction_trimmed_gap"]["gap_latency"] = trimmed
 
 
 def network_options(net: Any) -> Dict[str, float]:
@@ -830,6 +841,9 @@ def table(rows: List[Dict[str, Any]], meta: Dict[str, Any]) -> str:
                          f"gap_latency (us after us of compute) {net.get('gap_latency') or 'none'}"
                          + (f"; without gap_latency the prediction is {r['prediction_no_gap']['predicted_ms']:.3f} ms "
                             f"({r['prediction_no_gap']['error_pct']:+.1f}%)" if r.get("prediction_no_gap") else "")
+                         + (f"; with gap_latency from trimmed means ({r['prediction_trimmed_gap']['gap_latency']}) "
+                            f"{r['prediction_trimmed_gap']['predicted_ms']:.3f} ms "
+                            f"({r['prediction_trimmed_gap']['error_pct']:+.1f}%)" if r.get("prediction_trimmed_gap") else "")
                          + (f"; with the pass's default network (fitted to the trace's gloo:all_reduce spans) the "
                             f"prediction is {r['prediction_trace_fit']['predicted_ms']:.3f} ms "
                             f"({r['prediction_trace_fit']['error_pct']:+.1f}%)" if r.get("prediction_trace_fit") else "")

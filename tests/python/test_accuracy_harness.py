@@ -366,7 +366,7 @@ def test_capture_optimized_captures_on_rank_0_mirrors_on_rank_1_and_fills_the_ro
     assert kept == [("data_parallel", "cnn", "prof", ".optimized")]
 
 
-def test_a_data_parallel_row_says_what_co_running_measured_and_the_prediction_without_it():
+def test_a_data_parallel_row_says_what_co_running_measured_and_the_comparison_predictions():
     run = load_run()
 
     def row(model, note, no_corun=None):
@@ -381,6 +381,7 @@ def test_a_data_parallel_row_says_what_co_running_measured_and_the_prediction_wi
              "corun_note": note}
         if no_corun:
             r["prediction_no_corun"] = {"predicted_ms": no_corun, "error_pct": -5.0}
+            r["prediction_trimmed_gap"] = {"predicted_ms": 1.05, "error_pct": 5.0, "gap_latency": "500:1.0;1000:2.0"}
         return r
 
     applied = "data_parallel: ranks sharing this host: one forward and backward took 1.2 ms ...: x1.200 ± 2.0% (cpu_factor)"
@@ -394,6 +395,8 @@ def test_a_data_parallel_row_says_what_co_running_measured_and_the_prediction_wi
     assert "; ranks sharing this host: one forward and backward took 1.2 ms ...: x1.200 ± 2.0% (cpu_factor)" in mlp
     assert "; without the co-running factor the prediction is 0.950 ms (-5.0%)" in mlp
     assert "within its noise: cpu_factor stays 1" in cnn and "without the co-running factor" not in cnn
+    assert "; with gap_latency from trimmed means (500:1.0;1000:2.0) 1.050 ms (+5.0%)" in mlp
+    assert "trimmed" not in cnn
 
 
 def test_a_single_process_row_captures_its_optimized_step_with_capture_optimized(monkeypatch):

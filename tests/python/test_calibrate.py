@@ -122,6 +122,38 @@ def test_gap_latency_is_the_extra_time_of_an_all_reduce_after_compute(monkeypatc
     got = calibrate.measure_gap_latency(host, host, repeats=3)
     assert got["gap_latency"] == "500:0.0;1000:0.0;2000:0.0;4000:500.0;8000:500.0"
     assert got["mean_ms"]["0"] == pytest.approx(1.0) and got["mean_ms"]["8"] == pytest.approx(1.5)
+    assert got["gap_latency_trimmed"] == got["gap_latency"]  # no stall to cut
+    assert got["times_ms"]["8"] == pytest.approx([1.5] * 3)
+
+
+class _StallingHost(_SleepyHost):
+    """As _SleepyHost, and one all-reduce in ten after 4 ms of compute
+    stalls for 20 ms (a busy host)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls = 0
+
+    def all_reduce(self, buf, op=None, async_op: bool = False):
+        gap = self.now - self.last_end
+        super().all_reduce(buf, op, async_op)
+        if op is None and 3.5e-3 < gap < 6e-3:
+            self.calls += 1
+            if self.calls % 10 == 0:
+                self.now += 20e-3
+                self.last_end = self.now
+        return self
+
+
+def test_gap_latency_trimmed_leaves_out_a_few_stalls_that_the_mean_keeps(monkeypatch) -> None:
+    host = _StallingHost()
+    monkeypatch.setattr(calibrate, "time", host)
+    got = calibrate.measure_gap_latency(host, host, repeats=20)
+    stalls = sum(t > 10 for t in got["times_ms"]["4"])
+    assert 1 <= stalls <= 2  # of 20: a tenth cut at the top takes them
+    assert got["gap_latency_trimmed"] == "500:0.0;1000:0.0;2000:0.0;4000:500.0;8000:500.0"
+    extra_4ms = float(got["gap_latency"].split(";")[3].split(":")[1])
+    assert extra_4ms == pytest.approx(500 + stalls * 20e3 / 20, abs=1)
 
 
 class _QueueHost(_FakeHost):
