@@ -544,7 +544,7 @@ def compile_cpu_phase_times(model: Any, inputs: Sequence[Any], repeats: int = 75
     model = _unwrapped(model)
     name = type(model).__name__
     _refuse_compiled(model, who, "the recorded step ran its compiled code")
-    _check_two_copies_fit(model, max_bytes, who)
+    _check_copies_fit(model, max_bytes, who)
     try:
         eager = copy.deepcopy(model)
         compiled = torch.compile(copy.deepcopy(model), backend=backend)
@@ -596,7 +596,7 @@ def ddp_cpu_phase_times(model: Any, inputs: Sequence[Any], repeats: int = 75, ro
     # A compiled model would be compiled again in each copy (and DDP splits compiled graphs).
     _refuse_compiled(model, who, "timing DDP around it would compile it twice")
     # DDP keeps its buckets besides the gradients: a third copy's worth.
-    _check_two_copies_fit(model, max_bytes, who, copies=3)
+    _check_copies_fit(model, max_bytes, who, copies=3)
     from torch.nn.parallel import DistributedDataParallel  # noqa: PLC0415
 
     # Its buffer broadcast before every forward stays out: the pass adds it
@@ -736,7 +736,7 @@ def corun_cpu_factor(model: Any, inputs: Sequence[Any], world_size: int = 2, rep
         raise DaydreamError(f"{who}: this platform cannot fork, and a model defined in a notebook cannot be sent "
                             "to a spawned process")
     helpers = (world_size - 1) * threads
-    _check_two_copies_fit(model, max_bytes, who, copies=2 * (helpers + 1))  # weights and gradients of each
+    _check_copies_fit(model, max_bytes, who, copies=2 * (helpers + 1))  # weights and gradients of each
     ctx = multiprocessing.get_context("fork")
     go, stop = ctx.Event(), ctx.Event()
     busy = ctx.Array("i", helpers, lock=False)
@@ -774,7 +774,11 @@ def corun_cpu_factor(model: Any, inputs: Sequence[Any], world_size: int = 2, rep
             for slot in range(helpers):
                 p = ctx.Process(target=_corun_helper, args=(mine, xs, go, stop, busy, slot, os.getpid()),
                                 daemon=True)
-                p.start()
+                try:
+                    p.start()
+                except (AssertionError, OSError) as e:  # a daemonic process may not have children; no memory
+                    raise DaydreamError(f"{who}: no helper process could be started: "
+                                        f"{type(e).__name__}: {e}") from e
                 procs.append(p)
             # The helpers' first steps allocate and fault in their pages: untimed.
             go.set()
@@ -869,13 +873,13 @@ def _refuse_compiled(model: Any, who: str, why: str) -> None:
                             f"Module.compile()): {why}")
 
 
-def _check_two_copies_fit(model: Any, max_bytes: int, who: str, copies: int = 2) -> None:
+def _check_copies_fit(model: Any, max_bytes: int, who: str, copies: int = 2) -> None:
     """A DaydreamError when ``copies`` times the model's parameters and
     buffers exceed ``max_bytes``."""
     nbytes = copies * sum(t.numel() * t.element_size() for t in (*model.parameters(), *model.buffers()))
     if nbytes > max_bytes:
-        raise DaydreamError(f"{who}: two copies of {type(model).__name__} would take {nbytes / 2**30:.1f} GiB "
-                            f"(max_bytes {max_bytes / 2**30:.1f} GiB)")
+        raise DaydreamError(f"{who}: {'two' if copies == 2 else copies} copies of {type(model).__name__} would take "
+                            f"{nbytes / 2**30:.1f} GiB (max_bytes {max_bytes / 2**30:.1f} GiB)")
 
 
 def _step_inputs(torch: Any, inputs: Sequence[Any]) -> List[Any]:

@@ -544,3 +544,11 @@ def test_corun_cpu_factor_names_what_it_cannot_time(single_thread, monkeypatch) 
     assert not multiprocessing.active_children()
     with pytest.raises(DaydreamError, match=r"Sequential is on meta, not the CPU"):
         calibrate.corun_cpu_factor(torch.nn.Sequential(torch.nn.Linear(4, 4)).to("meta"), x)
+    with pytest.raises(DaydreamError, match=r"4 copies of _Neighbourly would take"):
+        calibrate.corun_cpu_factor(_Neighbourly(), x, max_bytes=16)
+
+    def no_children(self):  # noqa: ANN001, ANN202
+        raise AssertionError("daemonic processes are not allowed to have children")
+    monkeypatch.setattr(multiprocessing.get_context("fork").Process, "start", no_children)
+    with pytest.raises(DaydreamError, match=r"no helper process could be started: AssertionError: daemonic"):
+        calibrate.corun_cpu_factor(_Neighbourly(), x)
