@@ -490,9 +490,9 @@ def test_data_parallel_of_a_known_cpu_model_applies_the_co_running_slowdown_it_c
     from daydream import calibrate
 
     model = build("mlp")
-    inputs, target = batch_for("mlp")
-    kw = dict(inputs=inputs, target=target, loss_fn=nn.CrossEntropyLoss(), warmup=1, active=2, network="ethernet10",
-              ddp_cpu_us=0)
+    # One capture for every prediction below: they differ by the factor alone.
+    prof = _profiled(model, torch.optim.SGD(model.parameters(), lr=0.01), with_optimizer=False)
+    kw = dict(network="ethernet10", ddp_cpu_us=0)
     asked = []
 
     def corun(factor: float, noise: float):  # noqa: ANN202
@@ -503,32 +503,32 @@ def test_data_parallel_of_a_known_cpu_model_applies_the_co_running_slowdown_it_c
         return measure
 
     monkeypatch.setattr(calibrate, "corun_cpu_factor", corun(1.25, 0.03))
-    slow = daydream.predict(model, opt="data_parallel", world_size=3, **kw)
+    slow = daydream.predict(prof, opt="data_parallel", world_size=3, **kw)
     assert asked == [3] and "cpu_factor=1.2500" in slow.opts[0], slow.opts
     assert any("ranks sharing this host" in n and "x1.250 ± 3.0%" in n for n in slow.notes), slow.notes
     # The pass made every CPU op 1.25x as long: the step is longer than with the factor left at 1.
-    plain = daydream.predict(model, opt="data_parallel", world_size=3, cpu_factor=1, **kw)
+    plain = daydream.predict(prof, opt="data_parallel", world_size=3, cpu_factor=1, **kw)
     assert "cpu_factor=1," in plain.opts[0] or plain.opts[0].endswith("cpu_factor=1"), plain.opts
-    assert slow.predicted_ms > plain.predicted_ms * 1.1
+    assert slow.predicted_ms > plain.predicted_ms * 1.05, (slow.predicted_ms, plain.predicted_ms)  # 1.14 here
     # Within its noise: left at 1, and the note says so.
     monkeypatch.setattr(calibrate, "corun_cpu_factor", corun(1.02, 0.04))
-    pred = daydream.predict(model, opt="data_parallel", world_size=2, **kw)
+    pred = daydream.predict(prof, opt="data_parallel", world_size=2, **kw)
     assert "cpu_factor" not in pred.opts[0]
     assert any("within its noise: cpu_factor stays 1" in n for n in pred.notes), pred.notes
     # Faster beside other ranks is the host's noise, however small its own.
     monkeypatch.setattr(calibrate, "corun_cpu_factor", corun(0.90, 0.02))
-    pred = daydream.predict(model, opt="data_parallel", world_size=2, **kw)
+    pred = daydream.predict(prof, opt="data_parallel", world_size=2, **kw)
     assert "cpu_factor" not in pred.opts[0]
     assert any("x0.900 ± 2.0%, not a slowdown: cpu_factor stays 1" in n for n in pred.notes), pred.notes
     # One rank: nothing to measure.
     asked.clear()
-    daydream.predict(model, opt="data_parallel", world_size=1, **kw)
+    daydream.predict(prof, opt="data_parallel", world_size=1, **kw)
     assert asked == []
 
     def fails(m, x, world_size):  # noqa: ANN001, ANN202
         raise daydream.DaydreamError("corun_cpu_factor: 8 ranks of 1 thread(s) need 8 cores; this process may use 2")
     monkeypatch.setattr(calibrate, "corun_cpu_factor", fails)
-    pred = daydream.predict(model, opt="data_parallel", world_size=8, **kw)
+    pred = daydream.predict(prof, opt="data_parallel", world_size=8, **kw)
     assert "cpu_factor" not in pred.opts[0]
     assert any("no co-running factor measured (corun_cpu_factor: 8 ranks" in n for n in pred.notes), pred.notes
 
