@@ -589,10 +589,7 @@ def ddp_cpu_phase_times(model: Any, inputs: Sequence[Any], repeats: int = 75, ro
         raise DaydreamError(f"{who}: this torch has no gloo backend")
     model = _unwrapped(model)
     name = type(model).__name__
-    devices = sorted({str(t.device) for t in (*model.parameters(), *model.buffers())} - {"cpu"})
-    if devices:
-        raise DaydreamError(f"{who}: {name} is on {', '.join(devices)}, not the CPU: a gloo group of one "
-                            "process would not time what NCCL does")
+    _refuse_off_cpu(model, who, ": a gloo group of one process would not time what NCCL does")
     # A compiled model would be compiled again in each copy (and DDP splits compiled graphs).
     _refuse_compiled(model, who, "timing DDP around it would compile it twice")
     # DDP keeps its buckets besides the gradients: a third copy's worth.
@@ -722,9 +719,7 @@ def corun_cpu_factor(model: Any, inputs: Sequence[Any], world_size: int = 2, rep
         raise DaydreamError(f"{who}: world_size must be at least 2, got {world_size}")
     model = _unwrapped(model)
     name = type(model).__name__
-    devices = sorted({str(t.device) for t in (*model.parameters(), *model.buffers())} - {"cpu"})
-    if devices:
-        raise DaydreamError(f"{who}: {name} is on {', '.join(devices)}, not the CPU")
+    _refuse_off_cpu(model, who)
     _refuse_compiled(model, who, "each copy would compile it again")
     threads = torch.get_num_threads()
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
@@ -857,6 +852,14 @@ def _unwrapped(model: Any) -> Any:
     if type(model).__name__ in ("DistributedDataParallel", "DataParallel") and hasattr(model, "module"):
         return model.module
     return model
+
+
+def _refuse_off_cpu(model: Any, who: str, why: str = "") -> None:
+    """A DaydreamError when any of the model's parameters or buffers is
+    off the CPU; ``why`` follows the message."""
+    devices = sorted({str(t.device) for t in (*model.parameters(), *model.buffers())} - {"cpu"})
+    if devices:
+        raise DaydreamError(f"{who}: {type(model).__name__} is on {', '.join(devices)}, not the CPU{why}")
 
 
 def _refuse_compiled(model: Any, who: str, why: str) -> None:

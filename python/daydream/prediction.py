@@ -341,6 +341,12 @@ def _ddp_cpu_on_model(model: Any, inputs: Any, given: Dict[str, str]) -> str:
             f"{gradients} gradients (ddp_cpu_per_gradient_us) (daydream.calibrate.ddp_cpu_phase_times)")
 
 
+def _pass_default(name: str, option: str) -> str:
+    """The default of pass ``name``'s ``option`` ("0" when it has none)."""
+    return next((o["default"] for p in passes() if p["name"] == name for o in p["options"] if o["name"] == option),
+                "0")
+
+
 def _corun_on_model(model: Any, inputs: Any, given: Dict[str, str]) -> Optional[str]:
     """data_parallel of a known CPU model: how much slower its forward and
     backward run while the other ranks on this host run theirs
@@ -348,9 +354,8 @@ def _corun_on_model(model: Any, inputs: Any, given: Dict[str, str]) -> Optional[
     that would not each have their cores here are taken to run elsewhere."""
     from . import calibrate  # noqa: PLC0415 - needs torch
 
-    default = {o["name"]: o["default"] for p in passes() if p["name"] == "data_parallel" for o in p["options"]}
     try:
-        world = int(float(given.get("world_size", default["world_size"])))
+        world = int(float(given.get("world_size", _pass_default("data_parallel", "world_size"))))
     except ValueError:
         return None  # the pass says what is wrong with it
     if world < 2:
@@ -389,8 +394,7 @@ def _straggler(name: str, graph: Graph, given: Dict[str, str], step_times_ms: Se
     stalls = len(step_times_ms) - len(steady)
     if len(steady) < 5:
         return None
-    default = {o["name"]: o["default"] for p in passes() if p["name"] == name for o in p["options"]}
-    world = int(float(given.get("world_size", default.get("world_size", "0")))) or graph.world_size
+    world = int(float(given.get("world_size", _pass_default(name, "world_size")))) or graph.world_size
     if world < 2:
         return None
     times = sorted(steady)

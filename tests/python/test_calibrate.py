@@ -103,15 +103,23 @@ def test_comm_cpu_share_is_the_collectives_time_the_computing_thread_loses(monke
 
 class _SleepyHost(_FakeHost):
     """An all-reduce takes 1 ms, and 0.5 ms more when the rank computed for
-    more than 3 ms since the last one ended (its threads fell asleep)."""
+    more than 3 ms since the last one ended (its threads fell asleep). With
+    ``stall_every`` N, every Nth all-reduce after about 4 ms of compute
+    stalls for 20 ms more (a busy host)."""
 
-    def __init__(self) -> None:
+    def __init__(self, stall_every: int = 0) -> None:
         super().__init__(0.0)
         self.last_end = 0.0
+        self.stall_every = stall_every
+        self.after_4ms = 0
 
     def all_reduce(self, buf, op=None, async_op: bool = False):
         if op is None:
-            self.now += 1e-3 + (0.5e-3 if self.now - self.last_end > 3e-3 else 0.0)
+            gap = self.now - self.last_end
+            self.now += 1e-3 + (0.5e-3 if gap > 3e-3 else 0.0)
+            if self.stall_every and 3.5e-3 < gap < 6e-3:
+                self.after_4ms += 1
+                self.now += 20e-3 if self.after_4ms % self.stall_every == 0 else 0.0
             self.last_end = self.now
         return self
 
@@ -126,27 +134,8 @@ def test_gap_latency_is_the_extra_time_of_an_all_reduce_after_compute(monkeypatc
     assert got["times_ms"]["8"] == pytest.approx([1.5] * 3)
 
 
-class _StallingHost(_SleepyHost):
-    """As _SleepyHost, and one all-reduce in ten after 4 ms of compute
-    stalls for 20 ms (a busy host)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.calls = 0
-
-    def all_reduce(self, buf, op=None, async_op: bool = False):
-        gap = self.now - self.last_end
-        super().all_reduce(buf, op, async_op)
-        if op is None and 3.5e-3 < gap < 6e-3:
-            self.calls += 1
-            if self.calls % 10 == 0:
-                self.now += 20e-3
-                self.last_end = self.now
-        return self
-
-
 def test_gap_latency_trimmed_leaves_out_a_few_stalls_that_the_mean_keeps(monkeypatch) -> None:
-    host = _StallingHost()
+    host = _SleepyHost(stall_every=10)
     monkeypatch.setattr(calibrate, "time", host)
     got = calibrate.measure_gap_latency(host, host, repeats=20)
     stalls = sum(t > 10 for t in got["times_ms"]["4"])
