@@ -82,7 +82,8 @@ TARGET_MEDIAN, TARGET_MAX = 5.0, 15.0
 # measured step factor.
 ALTERNATIVE_PREDICTIONS = ("prediction_trace_fit", "prediction_gemm_ratio", "prediction_beside_compute",
                            "prediction_op_model", "prediction_no_gap", "prediction_chain_model",
-                           "prediction_synthetic_ddp", "prediction_no_corun", "prediction_trimmed_gap")
+                           "prediction_synthetic_ddp", "prediction_no_corun", "prediction_trimmed_gap",
+                           "prediction_median_network")
 MIB = 1024 * 1024
 # glibc serves allocations from 128 kB up with mmap until a free raises its
 # threshold, and trims the heap's top: whether a step's large tensors fault
@@ -449,6 +450,7 @@ def ddp_rank(rank: int, world: int, port: int, exp: str, name: str, a: argparse.
                                                            {**options, "comm_cpu_share": 0, "buffer_bytes": 0})
                 out["prediction_no_gap"] = predict(prof, "data_parallel", {**options, "gap_latency": ""})
                 add_trimmed_gap(out, prof, "data_parallel", options, net)
+                add_median_network(out, prof, "data_parallel", options, net)
                 if corun:
                     out["prediction_no_corun"] = predict(prof, "data_parallel", {**options, "cpu_factor": 1.0})
                 add_optimized_capture(a, exp, name, out, captured_opt)
@@ -502,6 +504,7 @@ def ddp_rank(rank: int, world: int, port: int, exp: str, name: str, a: argparse.
                 out["prediction_beside_compute"] = predict(prof, "tensor_fusion", {**options, "comm_cpu_share": 0})
                 out["prediction_no_gap"] = predict(prof, "tensor_fusion", {**options, "gap_latency": ""})
                 add_trimmed_gap(out, prof, "tensor_fusion", options, net)
+                add_median_network(out, prof, "tensor_fusion", options, net)
                 add_optimized_capture(a, exp, name, out, captured_opt)
                 out["network"] = dataclasses.asdict(net)
                 out["config"] = {"batch": batch, "baseline": f"DDP x{world}, bucket_cap_mb={base_cap:g}",
@@ -524,6 +527,21 @@ def add_trimmed_gap(out: Dict[str, Any], prof: Any, opt: str, options: Dict[str,
     if trimmed is not None:
         out["prediction_trimmed_gap"] = predict(prof, opt, {**options, "gap_latency": trimmed})
         out["prediction_trimmed_gap"]["gap_latency"] = trimmed
+
+
+def add_median_network(out: Dict[str, Any], prof: Any, opt: str, options: Dict[str, Any], net: Any) -> None:
+    """For comparison: the prediction with the network priced from medians
+    (the ring fit to each size's median all-reduce, gap_latency from the
+    medians) instead of means, since the measured step is a median."""
+    from daydream.calibrate import ring_fit  # noqa: PLC0415
+
+    gap = (net.gaps or {}).get("gap_latency_median")
+    if gap is None or not net.samples:
+        return
+    latency_us, bandwidth_gbps = ring_fit([(s["bytes"], s["median_ms"] / 1e3) for s in net.samples], net.world_size)
+    changed = {"latency_us": round(latency_us, 4), "bandwidth_gbps": round(bandwidth_gbps, 4), "gap_latency": gap}
+    out["prediction_median_network"] = predict(prof, opt, {**options, **changed})
+    out["prediction_median_network"]["network"] = changed
 
 
 def network_options(net: Any) -> Dict[str, float]:
@@ -844,6 +862,11 @@ def table(rows: List[Dict[str, Any]], meta: Dict[str, Any]) -> str:
                          + (f"; with gap_latency from trimmed means ({r['prediction_trimmed_gap']['gap_latency']}) "
                             f"{r['prediction_trimmed_gap']['predicted_ms']:.3f} ms "
                             f"({r['prediction_trimmed_gap']['error_pct']:+.1f}%)" if r.get("prediction_trimmed_gap") else "")
+                         + (f"; with the network priced from medians ({median_net['latency_us']:.0f} us, "
+                            f"{median_net['bandwidth_gbps']:.2f} GB/s, gap_latency {median_net['gap_latency']}) "
+                            f"{r['prediction_median_network']['predicted_ms']:.3f} ms "
+                            f"({r['prediction_median_network']['error_pct']:+.1f}%)"
+                            if (median_net := (r.get("prediction_median_network") or {}).get("network")) else "")
                          + (f"; with the pass's default network (fitted to the trace's gloo:all_reduce spans) the "
                             f"prediction is {r['prediction_trace_fit']['predicted_ms']:.3f} ms "
                             f"({r['prediction_trace_fit']['error_pct']:+.1f}%)" if r.get("prediction_trace_fit") else "")

@@ -1168,6 +1168,25 @@ def fit_all_reduce(dist: Any, torch: Any, world_size: int, max_bytes: int = 4 <<
             if r >= 3:
                 times[n].append(time.perf_counter() - t0)
     samples = [(n, statistics.fmean(times[n])) for n in sizes]
+    latency_us, bandwidth_gbps = ring_fit(samples, world_size)
+    return {
+        "latency_us": latency_us,
+        "bandwidth_gbps": bandwidth_gbps,
+        "samples": [{"bytes": n, "mean_ms": t * 1e3, "median_ms": statistics.median(times[n]) * 1e3}
+                    for n, t in samples],
+    }
+
+
+def ring_fit(samples: Sequence[Tuple[int, float]], world_size: int) -> Tuple[float, float]:
+    """(latency_us, bandwidth_gbps) of the ring model fitted to all-reduce
+    times: ``samples`` are (bytes, seconds); t = c0 + c1 bytes by least
+    squares on relative error, c0 read as 2(N-1) latencies and c1 as the
+    ring's 2(N-1)/N bytes over the bandwidth (:func:`fit_all_reduce`).
+
+    Example::
+
+        daydream.calibrate.ring_fit([(4096, 300e-6), (4 << 20, 2.1e-3)], 2)   # (~149, ~2.3)
+    """
     sw = swb = swbb = swt = swbt = 0.0
     for b, t in samples:
         w = 1.0 / (t * t)
@@ -1181,12 +1200,7 @@ def fit_all_reduce(dist: Any, torch: Any, world_size: int, max_bytes: int = 4 <<
     c0 = (swt - c1 * swb) / sw
     c0, c1 = max(c0, 0.0), max(c1, 1e-15)
     steps = 2 * max(world_size - 1, 1)
-    return {
-        "latency_us": c0 / steps * 1e6,
-        "bandwidth_gbps": (steps / max(world_size, 2)) / c1 / 1e9,
-        "samples": [{"bytes": n, "mean_ms": t * 1e3, "median_ms": statistics.median(times[n]) * 1e3}
-                    for n, t in samples],
-    }
+    return c0 / steps * 1e6, (steps / max(world_size, 2)) / c1 / 1e9
 
 
 def _ring_all_reduce_s(nbytes: int, world_size: int, latency_us: float, bandwidth_gbps: float) -> float:
@@ -1358,14 +1372,16 @@ def measure_gap_latency(dist: Any, torch: Any, gaps_ms: Sequence[float] = (0.5, 
         return ";".join(out)
 
     means = {g: statistics.fmean(times[g]) for g in gaps}
-    # For comparison (the accuracy harness predicts with it too): a tenth of
-    # the repeats cut at each end, so that a few stalls of a busy host, tens
-    # of ms each, do not make the extra; a scheduler tick's wait in a fifth
-    # of the repeats stays in.
+    # For comparison (the accuracy harness predicts with them too): a tenth
+    # of the repeats cut at each end, so that a few stalls of a busy host,
+    # tens of ms each, do not make the extra (a scheduler tick's wait in a
+    # fifth of the repeats stays in); and medians, the statistic of the step
+    # times the harness compares with.
     trimmed = {g: _trimmed_mean(times[g], 0.1) for g in gaps}
     return {
         "gap_latency": points(means),
         "gap_latency_trimmed": points(trimmed),
+        "gap_latency_median": points({g: statistics.median(times[g]) for g in gaps}),
         "bytes": nbytes,
         "mean_ms": {f"{g:g}": means[g] * 1e3 for g in gaps},
         "median_ms": {f"{g:g}": statistics.median(times[g]) * 1e3 for g in gaps},

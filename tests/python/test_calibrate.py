@@ -143,6 +143,18 @@ def test_gap_latency_trimmed_leaves_out_a_few_stalls_that_the_mean_keeps(monkeyp
     assert got["gap_latency_trimmed"] == "500:0.0;1000:0.0;2000:0.0;4000:500.0;8000:500.0"
     extra_4ms = float(got["gap_latency"].split(";")[3].split(":")[1])
     assert extra_4ms == pytest.approx(500 + stalls * 20e3 / 20, abs=1)
+    assert got["gap_latency_median"] == "500:0.0;1000:0.0;2000:0.0;4000:500.0;8000:500.0"  # the stalls leave it
+
+
+def test_ring_fit_reads_latency_and_bandwidth_off_exact_ring_times() -> None:
+    # Times the ring model gives for 4 ranks at 50 us and 2 GB/s come back as those.
+    sizes = [4096, 65536, 1 << 20, 4 << 20]
+    samples = [(n, calibrate._ring_all_reduce_s(n, 4, 50.0, 2.0)) for n in sizes]
+    latency_us, bandwidth_gbps = calibrate.ring_fit(samples, 4)
+    assert latency_us == pytest.approx(50.0, rel=1e-6) and bandwidth_gbps == pytest.approx(2.0, rel=1e-6)
+    # Times that shrink with size (no bandwidth term to see) keep both positive.
+    latency_us, bandwidth_gbps = calibrate.ring_fit([(4096, 2e-3), (1 << 20, 1e-3)], 2)
+    assert latency_us >= 0 and bandwidth_gbps > 0
 
 
 class _QueueHost(_FakeHost):
