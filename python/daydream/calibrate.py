@@ -1159,6 +1159,8 @@ def fit_all_reduce(dist: Any, torch: Any, world_size: int, max_bytes: int = 4 <<
         sizes.append(s)
         s *= 4
     sizes.append(max(max_bytes, 4096))
+    if len(sizes) == 1:  # a bandwidth needs a second size
+        sizes.append(4 * sizes[0])
     bufs = {n: torch.ones(n // 4) for n in sizes}
     times: Dict[int, List[float]] = {n: [] for n in sizes}
     for r in range(3 + repeats):
@@ -1186,7 +1188,16 @@ def ring_fit(samples: Sequence[Tuple[int, float]], world_size: int) -> Tuple[flo
     Example::
 
         daydream.calibrate.ring_fit([(4096, 300e-6), (4 << 20, 2.1e-3)], 2)   # (~149, ~2.3)
+
+    Raises DaydreamError for a sample whose bytes or seconds are not
+    positive, or for fewer than two sizes (a latency and a bandwidth need two).
     """
+    for i, (b, t) in enumerate(samples):
+        if not (b > 0 and t > 0 and math.isfinite(t)):
+            raise DaydreamError(f"ring_fit: sample {i} ({b} bytes, {t} s): bytes and seconds must be positive")
+    if len({b for b, _ in samples}) < 2:
+        raise DaydreamError(f"ring_fit: all-reduce times of {len({b for b, _ in samples})} size(s); "
+                            "a latency and a bandwidth need two sizes at least")
     sw = swb = swbb = swt = swbt = 0.0
     for b, t in samples:
         w = 1.0 / (t * t)

@@ -157,6 +157,23 @@ def test_ring_fit_reads_latency_and_bandwidth_off_exact_ring_times() -> None:
     assert latency_us >= 0 and bandwidth_gbps > 0
 
 
+def test_fit_all_reduce_times_two_sizes_when_asked_for_one(monkeypatch) -> None:
+    host = _FakeHost(1e-3)  # every all-reduce 1 ms: no bandwidth term to see, but a fit
+    monkeypatch.setattr(calibrate, "time", host)
+    got = calibrate.fit_all_reduce(host, host, 2, max_bytes=4096, repeats=2)
+    assert [s["bytes"] for s in got["samples"]] == [4096, 16384]
+    assert got["latency_us"] == pytest.approx(500.0, rel=1e-3)  # 1 ms over the ring's two steps
+
+
+@pytest.mark.parametrize("samples, what", [([], "0 size"), ([(4096, 1e-3), (4096, 2e-3)], "1 size"),
+                                           ([(4096, 0.0)], "sample 0"),
+                                           ([(4096, 1e-3), (-1, 1e-3)], "sample 1"),
+                                           ([(4096, float("nan"))], "sample 0")])
+def test_ring_fit_refuses_what_it_cannot_fit(samples, what: str) -> None:
+    with pytest.raises(DaydreamError, match=what):
+        calibrate.ring_fit(samples, 2)
+
+
 class _QueueHost(_FakeHost):
     """An all-reduce takes 1 ms, but 0.2 ms when issued while others are in
     flight (asynchronous, before the batch is waited for)."""
