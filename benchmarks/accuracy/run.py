@@ -526,7 +526,6 @@ def add_trimmed_gap(out: Dict[str, Any], prof: Any, opt: str, options: Dict[str,
     trimmed = (net.gaps or {}).get("gap_latency_trimmed")
     if trimmed is not None:
         out["prediction_trimmed_gap"] = predict(prof, opt, {**options, "gap_latency": trimmed})
-        out["prediction_trimmed_gap"]["gap_latency"] = trimmed
 
 
 def add_median_network(out: Dict[str, Any], prof: Any, opt: str, options: Dict[str, Any], net: Any) -> None:
@@ -539,9 +538,8 @@ def add_median_network(out: Dict[str, Any], prof: Any, opt: str, options: Dict[s
     if gap is None or not net.samples:
         return
     latency_us, bandwidth_gbps = ring_fit([(s["bytes"], s["median_ms"] / 1e3) for s in net.samples], net.world_size)
-    changed = {"latency_us": round(latency_us, 4), "bandwidth_gbps": round(bandwidth_gbps, 4), "gap_latency": gap}
-    out["prediction_median_network"] = predict(prof, opt, {**options, **changed})
-    out["prediction_median_network"]["network"] = changed
+    out["prediction_median_network"] = predict(prof, opt, {**options, "latency_us": round(latency_us, 4),
+                                                           "bandwidth_gbps": round(bandwidth_gbps, 4), "gap_latency": gap})
 
 
 def network_options(net: Any) -> Dict[str, float]:
@@ -859,14 +857,15 @@ def table(rows: List[Dict[str, Any]], meta: Dict[str, Any]) -> str:
                          f"gap_latency (us after us of compute) {net.get('gap_latency') or 'none'}"
                          + (f"; without gap_latency the prediction is {r['prediction_no_gap']['predicted_ms']:.3f} ms "
                             f"({r['prediction_no_gap']['error_pct']:+.1f}%)" if r.get("prediction_no_gap") else "")
-                         + (f"; with gap_latency from trimmed means ({r['prediction_trimmed_gap']['gap_latency']}) "
+                         + (f"; with gap_latency from trimmed means ({trimmed['gap_latency']}) "
                             f"{r['prediction_trimmed_gap']['predicted_ms']:.3f} ms "
-                            f"({r['prediction_trimmed_gap']['error_pct']:+.1f}%)" if r.get("prediction_trimmed_gap") else "")
+                            f"({r['prediction_trimmed_gap']['error_pct']:+.1f}%)"
+                            if (trimmed := (r.get("prediction_trimmed_gap") or {}).get("options")) else "")
                          + (f"; with the network priced from medians ({median_net['latency_us']:.0f} us, "
                             f"{median_net['bandwidth_gbps']:.2f} GB/s, gap_latency {median_net['gap_latency']}) "
                             f"{r['prediction_median_network']['predicted_ms']:.3f} ms "
                             f"({r['prediction_median_network']['error_pct']:+.1f}%)"
-                            if (median_net := (r.get("prediction_median_network") or {}).get("network")) else "")
+                            if (median_net := (r.get("prediction_median_network") or {}).get("options")) else "")
                          + (f"; with the pass's default network (fitted to the trace's gloo:all_reduce spans) the "
                             f"prediction is {r['prediction_trace_fit']['predicted_ms']:.3f} ms "
                             f"({r['prediction_trace_fit']['error_pct']:+.1f}%)" if r.get("prediction_trace_fit") else "")

@@ -1195,8 +1195,9 @@ def ring_fit(samples: Sequence[Tuple[int, float]], world_size: int) -> Tuple[flo
     for i, (b, t) in enumerate(samples):
         if not (b > 0 and t > 0 and math.isfinite(t)):
             raise DaydreamError(f"ring_fit: sample {i} ({b} bytes, {t} s): bytes and seconds must be positive")
-    if len({b for b, _ in samples}) < 2:
-        raise DaydreamError(f"ring_fit: all-reduce times of {len({b for b, _ in samples})} size(s); "
+    sizes = len({b for b, _ in samples})
+    if sizes < 2:
+        raise DaydreamError(f"ring_fit: all-reduce times of {sizes} size(s); "
                             "a latency and a bandwidth need two sizes at least")
     sw = swb = swbb = swt = swbt = 0.0
     for b, t in samples:
@@ -1383,6 +1384,7 @@ def measure_gap_latency(dist: Any, torch: Any, gaps_ms: Sequence[float] = (0.5, 
         return ";".join(out)
 
     means = {g: statistics.fmean(times[g]) for g in gaps}
+    medians = {g: statistics.median(times[g]) for g in gaps}
     # For comparison (the accuracy harness predicts with them too): a tenth
     # of the repeats cut at each end, so that a few stalls of a busy host,
     # tens of ms each, do not make the extra (a scheduler tick's wait in a
@@ -1392,10 +1394,10 @@ def measure_gap_latency(dist: Any, torch: Any, gaps_ms: Sequence[float] = (0.5, 
     return {
         "gap_latency": points(means),
         "gap_latency_trimmed": points(trimmed),
-        "gap_latency_median": points({g: statistics.median(times[g]) for g in gaps}),
+        "gap_latency_median": points(medians),
         "bytes": nbytes,
         "mean_ms": {f"{g:g}": means[g] * 1e3 for g in gaps},
-        "median_ms": {f"{g:g}": statistics.median(times[g]) * 1e3 for g in gaps},
+        "median_ms": {f"{g:g}": medians[g] * 1e3 for g in gaps},
         "times_ms": {f"{g:g}": [round(t * 1e3, 4) for t in times[g]] for g in gaps},
     }
 
