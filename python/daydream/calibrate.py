@@ -19,12 +19,15 @@ from __future__ import annotations
 import dataclasses
 import functools
 import gzip
+import contextlib
 import inspect
 import json
 import logging
 import math
+import os
 import socket
 import statistics
+import tempfile
 import time
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
@@ -657,7 +660,6 @@ def _corun_helper(model: Any, xs: Sequence[Any], go: Any, stop: Any, busy: Any, 
     (1: stepping, 0: idle, -1: failed); ends with ``stop`` or when its parent
     has gone."""
     import copy  # noqa: PLC0415
-    import os  # noqa: PLC0415
 
     torch = _torch()
     # OpenMP's thread pool does not survive fork: more than one thread here
@@ -711,7 +713,6 @@ def corun_cpu_factor(model: Any, inputs: Sequence[Any], world_size: int = 2, rep
     """
     import copy  # noqa: PLC0415
     import multiprocessing  # noqa: PLC0415
-    import os  # noqa: PLC0415
 
     torch = _torch()
     who = "corun_cpu_factor"
@@ -1766,6 +1767,46 @@ def fit_profiler_overhead(trace: Any, graph: Graph, overhead: ProfilerOverhead,
                                fitted_replayed_ms=replayed(fitted))
 
 
+@contextlib.contextmanager
+def _without_kineto_marks(drop: Tuple[bytes, ...] = (b"USDT:",)) -> Iterator[None]:
+    """Runs the block with the process's stderr (file descriptor 2) held in a
+    temporary file, then writes it back without the lines that start with
+    one of ``drop``. Kineto (torch 2.13) writes two such lines, at its
+    own log level above errors, for every profiler session it starts and
+    stops; the calibrations below run dozens of sessions, which would put
+    dozens of lines before a user's own output. Anything else written to
+    stderr meanwhile (warnings, errors) comes back as it was, in order,
+    when the block ends, also when it raises. Without a usable descriptor 2,
+    the block runs as it is."""
+    import sys  # noqa: PLC0415
+
+    try:
+        sys.stderr.flush()
+        saved = os.dup(2)
+    except (OSError, ValueError):
+        yield
+        return
+    held = tempfile.TemporaryFile()
+    try:
+        os.dup2(held.fileno(), 2)
+        try:
+            yield
+        finally:
+            try:
+                sys.stderr.flush()
+            except (OSError, ValueError):
+                pass
+            os.dup2(saved, 2)
+            held.seek(0)
+            kept = b"".join(line for line in held.read().splitlines(keepends=True)
+                            if not line.startswith(drop))
+            if kept:
+                os.write(2, kept)
+    finally:
+        os.close(saved)
+        held.close()
+
+
 def _count_records(fn: Callable[[], Any], record_shapes: bool) -> int:
     """Operator and annotation ranges the CPU profiler records in one call of ``fn``."""
     from torch.profiler import ProfilerActivity, profile  # noqa: PLC0415
@@ -1870,6 +1911,12 @@ def profiler_overhead(record_shapes: bool = True, rounds: int = 5, repeats: int 
 
         daydream.calibrate.profiler_overhead().per_record_ns   # ~1-3 us on a server CPU
     """
+    with _without_kineto_marks():
+        return _measure_profiler_overhead(record_shapes, rounds, repeats)
+
+
+def _measure_profiler_overhead(record_shapes: bool, rounds: int, repeats: int) -> ProfilerOverhead:
+    """:func:`profiler_overhead`'s measurement."""
     torch = _torch()
     from .capture import _ModelHooks, _range_factory  # noqa: PLC0415
 

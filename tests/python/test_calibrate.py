@@ -479,6 +479,40 @@ def test_profiler_overhead_is_a_positive_cost_per_record_within_sane_bounds() ->
     assert "per recorded op" in cost.describe()
 
 
+def test_kineto_marks_are_dropped_and_the_rest_of_stderr_kept_in_order(capfd) -> None:
+    from daydream.calibrate import _without_kineto_marks
+
+    with _without_kineto_marks():
+        os.write(2, b"USDT:2026-11-27 10:00:00 1:1 SyncActivityProfilerHandler.cpp:52] profiler_start\n")
+        os.write(2, b"a warning\n")
+        os.write(2, b"USDT:2026-11-27 10:00:00 1:1 SyncActivityProfilerHandler.cpp:59] profiler_stop\n")
+        os.write(2, b"an error, not a USDT: line\nlast")
+    assert capfd.readouterr().err == "a warning\nan error, not a USDT: line\nlast"
+    # A block that raises gives stderr back too, with what it wrote.
+    with pytest.raises(RuntimeError, match="boom"):
+        with _without_kineto_marks():
+            os.write(2, b"USDT: x\nbefore the error\n")
+            raise RuntimeError("boom")
+    assert capfd.readouterr().err == "before the error\n"
+    os.write(2, b"USDT: after\n")  # stderr itself is untouched afterwards
+    assert capfd.readouterr().err == "USDT: after\n"
+
+
+def test_profiler_overhead_calibration_leaves_no_kineto_marks_on_stderr(capfd) -> None:
+    from torch.profiler import ProfilerActivity, profile
+
+    from daydream.calibrate import profiler_overhead
+
+    with profile(activities=[ProfilerActivity.CPU]):
+        torch.ones(2).add_(1)
+    if "USDT:" not in capfd.readouterr().err:
+        pytest.skip("this torch writes no kineto marks on stderr")
+    profiler_overhead.cache_clear()
+    cost = profiler_overhead(rounds=1, repeats=2)  # a dozen profiler sessions
+    assert len(cost.fit) == 3
+    assert "USDT:" not in capfd.readouterr().err
+
+
 
 # --- corun_cpu_factor ----------------------------------------------------------------------------
 
