@@ -174,10 +174,10 @@ def _predict_each(args: argparse.Namespace, prediction: Any) -> int:
     print(f"trace           {args.trace}")
     print(f"measured step   {preds[0].measured_ms:.3f} ms")
     print(f"replayed step   {preds[0].replayed_ms:.3f} ms")
-    width = max(len("optimization"), *(len(" + ".join(p.opts)) for p in preds))
+    width = max(len("optimization"), *(len(p.label) for p in preds))
     print(f"{'optimization':<{width}}  predicted ms  speed-up")
     for p in preds:
-        print(f"{' + '.join(p.opts):<{width}}  {p.predicted_ms:12.3f}  {p.speedup:7.3f}x")
+        print(f"{p.label:<{width}}  {p.predicted_ms:12.3f}  {p.speedup:7.3f}x")
     return 0
 
 

@@ -50,6 +50,25 @@ def parse_opt(spec: str) -> Tuple[str, Dict[str, str]]:
     return name, options
 
 
+def display_opt(spec: str, limit: int = 48) -> str:
+    """``spec`` as printed for a reader: an option whose value is longer
+    than ``limit`` characters (a calibration's per-op table, such as
+    amp's ``cpu_op_factors`` with one entry per recorded op) is shown as
+    its number of entries; the rest as given. ``Prediction.opts`` keeps the
+    whole text, which reproduces the prediction."""
+    name, colon, rest = spec.partition(":")
+    if not colon:
+        return spec
+    items = []
+    for item in rest.split(","):
+        key, eq, value = item.partition("=")
+        if eq and len(value) > limit:
+            n = value.count(";") + 1
+            value = f"<{n} entries>" if n > 1 else f"<{len(value)} characters>"
+        items.append(f"{key}{eq}{value}")
+    return f"{name}{colon}{','.join(items)}"
+
+
 def _text(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
@@ -133,6 +152,12 @@ class Prediction:
     _result: Any = field(repr=False, compare=False)
 
     @property
+    def label(self) -> str:
+        """The optimizations as printed: ``opts`` joined by " + ", long
+        calibrated tables shortened (:func:`display_opt`)."""
+        return " + ".join(map(display_opt, self.opts))
+
+    @property
     def by_phase(self) -> Dict[str, Dict[str, float]]:
         """Busy ms per iteration by phase: {"before": {...}, "after": {...}}."""
         return {"before": self.before["by_phase_ms"], "after": self.after["by_phase_ms"]}
@@ -150,7 +175,7 @@ class Prediction:
                                 "predict it again with daydream.predict to write its timeline")
         writer = _core.TimelineWriter()
         writer.add(self._result.baseline_schedule, "baseline")
-        writer.add(self._result.predicted_schedule, "predicted: " + " + ".join(self.opts))
+        writer.add(self._result.predicted_schedule, "predicted: " + self.label)
         writer.write(os.fspath(path))
 
     def to_dict(self) -> Dict[str, Any]:
@@ -170,7 +195,7 @@ class Prediction:
 
     def _rows(self) -> List[Tuple[str, str]]:
         return [
-            ("optimization", " + ".join(self.opts)),
+            ("optimization", self.label),
             ("measured step", f"{self.measured_ms:.3f} ms"),
             ("replayed step", f"{self.replayed_ms:.3f} ms"),
             ("predicted step", f"{self.predicted_ms:.3f} ms"),

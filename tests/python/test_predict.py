@@ -656,6 +656,23 @@ def test_batch_size_of_a_known_model_replays_its_ops_at_both_batches() -> None:
     assert any("batch_cpu_phase_times" in n for n in pred.notes), pred.notes
     assert any("at their measured factors (cpu_op_factors)" in n for n in pred.notes), pred.notes
     assert pred.predicted_ms > pred.replayed_ms
+    # Printed, the per-op table is its number of entries; opts keeps it all (to predict it again).
+    table = daydream.prediction.parse_opt(pred.opts[0])[1]["cpu_op_factors"]
+    entries = len(table.split(";"))
+    assert entries > 5 and table not in repr(pred) and table not in pred._repr_html_()
+    assert "optimization    batch_size:factor=2," in repr(pred)
+    assert f"cpu_op_factors=<{entries} entries>" in repr(pred)
+    assert __import__("html").escape(pred.label) in pred._repr_html_()
+
+
+def test_display_opt_shortens_only_long_values() -> None:
+    from daydream.prediction import display_opt
+
+    assert display_opt("amp") == "amp"
+    assert display_opt("tensor_fusion:bucket_mb=25,world_size=8") == "tensor_fusion:bucket_mb=25,world_size=8"
+    long_table = ";".join(f"{i}=1.5" for i in range(40))
+    assert display_opt(f"amp:cpu_op_factors={long_table},x=1") == "amp:cpu_op_factors=<40 entries>,x=1"
+    assert display_opt("p:path=" + "a" * 60) == "p:path=<60 characters>"
 
 
 def _slow_forward_backend(gm, example_inputs):  # noqa: ANN001, ANN202 - a torch.compile backend
