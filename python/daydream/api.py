@@ -84,8 +84,8 @@ class Job:
         return [t.rank for t in self.traces]
 
     def graphs(self) -> List[Graph]:
-        """One graph per rank, each replayable on its own."""
-        return [build_graph(t) for t in self.traces]
+        """One graph per rank, each replayable on its own (built several at a time)."""
+        return _build_graphs(self.traces)
 
     def __len__(self) -> int:
         return len(self.traces)
@@ -127,6 +127,28 @@ def build_graph(trace: Union[Trace, PathLike], *, exact_latencies: bool = False)
     graph = _core.build_graph(trace, exact_latencies)
     _log_warnings(graph.source, [w for w in graph.warnings if w not in trace.warnings])
     return graph
+
+
+def _each_rank(fn: Any, items: List[Any]) -> List[Any]:
+    """``[fn(x) for x in items]``, on up to one thread per core: the builder
+    and the simulator release the GIL. The first exception in the items'
+    order is raised, as the loop would."""
+    workers = min(len(items), os.cpu_count() or 1)
+    if workers <= 1:
+        return [fn(x) for x in items]
+    from concurrent.futures import ThreadPoolExecutor  # noqa: PLC0415 - only for a job: keeps `daydream` quick to import
+
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="daydream-rank") as pool:
+        return list(pool.map(fn, items))
+
+
+def _build_graphs(traces: List[Trace]) -> List[Graph]:
+    """:func:`build_graph` of each trace, several at a time; their warnings
+    logged in the traces' order."""
+    graphs = _each_rank(lambda t: _core.build_graph(t, False), list(traces))
+    for trace, graph in zip(traces, graphs):
+        _log_warnings(graph.source, [w for w in graph.warnings if w not in trace.warnings])
+    return graphs
 
 
 def simulate(graph: Graph) -> Schedule:
@@ -268,7 +290,7 @@ def replay(target: Union[Graph, Trace, PathLike]) -> Union[ReplayResult, JobRepl
     path = os.fspath(target)
     if os.path.isdir(path):
         job = load_job(path)
-        return JobReplayResult(trace=path, ranks=[_replay_graph(build_graph(t)) for t in job.traces])
+        return JobReplayResult(trace=path, ranks=_each_rank(_replay_graph, job.graphs()))
     return _replay_graph(build_graph(load_trace(path)))
 
 

@@ -36,9 +36,9 @@ def _fmt_count(n: int) -> str:
     return f"{n:,}"
 
 
-def _info_dict(trace: Any) -> Dict[str, Any]:
+def _info_dict(trace: Any, graph: Any = None) -> Dict[str, Any]:
     summary = trace.summary()
-    graph = api.build_graph(trace)
+    graph = api.build_graph(trace) if graph is None else graph
     return {
         "trace": summary["path"],
         "trace_name": summary["trace_name"],
@@ -96,7 +96,7 @@ def _cmd_info(args: argparse.Namespace) -> int:
     path = args.trace
     if os.path.isdir(path):
         job = api.load_job(path)
-        infos = [_info_dict(t) for t in job.traces]
+        infos = [_info_dict(t, g) for t, g in zip(job.traces, job.graphs())]
         if args.json:
             json.dump({"trace": path, "ranks": infos, "warnings": job.warnings}, sys.stdout, indent=1)
             print()

@@ -110,6 +110,32 @@ def test_load_job_reads_every_rank_of_a_directory(shared_traces: Path) -> None:
     assert all(g.summary()["tasks_by_kind"]["collective"] > 0 for g in graphs)
 
 
+def test_a_jobs_ranks_are_built_and_replayed_at_once_as_one_at_a_time(shared_traces: Path) -> None:
+    job = daydream.load_job(shared_traces / "param-dlrm-v100-8rank")
+    alone = [daydream.replay(daydream.build_graph(t)) for t in job.traces]
+    together = daydream.replay(shared_traces / "param-dlrm-v100-8rank").ranks
+    assert [(r.rank, r.trace, r.graph) for r in together] == [(r.rank, r.trace, r.graph) for r in alone]
+    assert [[it.replayed_ms for it in r.iterations] for r in together] == \
+        [[it.replayed_ms for it in r.iterations] for r in alone]
+
+
+def test_each_rank_keeps_the_order_and_raises_the_first_error_in_it() -> None:
+    import time
+
+    from daydream.api import _each_rank
+
+    def slow_square(x: int) -> int:
+        time.sleep(0.01 * (5 - x))  # the later items finish first
+        if x in (2, 4):
+            raise ValueError(f"item {x}")
+        return x * x
+
+    assert _each_rank(lambda x: x * x, list(range(6))) == [0, 1, 4, 9, 16, 25]
+    with pytest.raises(ValueError, match="item 2"):
+        _each_rank(slow_square, list(range(6)))
+    assert _each_rank(slow_square, []) == []
+
+
 def test_replay_of_a_directory_reports_each_rank(shared_traces: Path, tmp_path: Path) -> None:
     result = daydream.replay(shared_traces / "astra-megatron-tp8-a100")
     assert isinstance(result, daydream.JobReplayResult)

@@ -1,9 +1,12 @@
 #include "daydream/trace/job.h"
 
 #include <algorithm>
+#include <atomic>
 #include <filesystem>
+#include <optional>
 #include <set>
 #include <system_error>
+#include <thread>
 #include <utility>
 
 #include "absl/status/status.h"
@@ -16,7 +19,55 @@ bool IsTraceFileName(const std::string& name) {
   return EndsWith(name, ".json") || EndsWith(name, ".json.gz");
 }
 
-absl::StatusOr<Job> LoadJob(const std::string& path, const ReadOptions& options) {
+namespace {
+
+// The traces of `files`, in their order, read up to `threads` files at a
+// time; or the error of the first of them (in that order) that failed: the
+// one a reading in order reports. Files are handed out in order, so when one
+// fails every file before it has been taken and is read to its end; the
+// files after it that were not yet taken are not read.
+absl::StatusOr<std::vector<Trace>> ReadTraceFiles(const std::vector<std::string>& files,
+                                                  const ReadOptions& options, int threads) {
+  const size_t n = files.size();
+  std::vector<std::optional<absl::StatusOr<Trace>>> read(n);
+  std::atomic<size_t> next{0};
+  std::atomic<bool> failed{false};
+  auto work = [&] {
+    while (!failed.load(std::memory_order_relaxed)) {
+      const size_t i = next.fetch_add(1);
+      if (i >= n) return;
+      read[i] = ReadTraceFile(files[i], options);
+      if (!read[i]->ok()) failed.store(true, std::memory_order_relaxed);
+    }
+  };
+  std::vector<std::thread> helpers;
+  for (size_t t = 1; t < std::min(n, static_cast<size_t>(std::max(threads, 1))); ++t) {
+    try {
+      helpers.emplace_back(work);
+    } catch (const std::system_error&) {
+      break;  // no more threads to be had: those started (and this one) read them all
+    }
+  }
+  work();
+  for (std::thread& h : helpers) h.join();
+  std::vector<Trace> traces;
+  traces.reserve(n);
+  for (std::optional<absl::StatusOr<Trace>>& r : read) {
+    if (!r.has_value()) break;  // not taken: only after a file that failed
+    if (!r->ok()) return r->status();
+    traces.push_back(*std::move(*r));
+  }
+  if (traces.size() != n) {
+    return absl::InternalError("LoadJob: a file was left unread without an error before it (a daydream bug)");
+  }
+  return traces;
+}
+
+}  // namespace
+
+int DefaultJobThreads() { return static_cast<int>(std::max(1u, std::thread::hardware_concurrency())); }
+
+absl::StatusOr<Job> LoadJob(const std::string& path, const ReadOptions& options, int threads) {
   namespace fs = std::filesystem;
   Job job;
   job.path = path;
@@ -43,10 +94,7 @@ absl::StatusOr<Job> LoadJob(const std::string& path, const ReadOptions& options)
         StrCat(path, ": no trace files (*.json, *.json.gz) in this directory"));
   }
   std::sort(files.begin(), files.end());
-  for (const std::string& file : files) {
-    DD_ASSIGN_OR_RETURN(Trace trace, ReadTraceFile(file, options));
-    job.ranks.push_back(std::move(trace));
-  }
+  DD_ASSIGN_OR_RETURN(job.ranks, ReadTraceFiles(files, options, threads > 0 ? threads : DefaultJobThreads()));
   // Ranks must be distinct; when they are not (or unknown), fall back to name order.
   std::set<int32_t> seen;
   bool usable = true;

@@ -23,8 +23,15 @@ bool IsTraceFileName(const std::string& name);
 
 // Loads `path`: a directory of per-rank trace files, or one file (a job of one
 // rank). Each rank comes from its distributedInfo, else from the file name,
-// else from its position in name order. Errors name the offending file.
-absl::StatusOr<Job> LoadJob(const std::string& path, const ReadOptions& options = {});
+// else from its position in name order. Errors name the offending file: of
+// several bad files, the first in name order. Up to `threads` files are read
+// at once (0: DefaultJobThreads()); the Job is the same whatever the number.
+absl::StatusOr<Job> LoadJob(const std::string& path, const ReadOptions& options = {}, int threads = 0);
+
+// One file per core: LoadJob's default. (Each file's reader adds a helper
+// thread of its own, and an inflating one for gzip; they overlap with the
+// other files' work.)
+int DefaultJobThreads();
 
 }  // namespace daydream
 

@@ -140,6 +140,46 @@ TEST_CASE("LoadJob fails on a broken rank file and names it", "[job]") {
   CHECK_THAT(Msg(job.status()), Catch::StartsWith(dir + "/rank-1.json: "));
 }
 
+TEST_CASE("LoadJob reads many files at once into the same job as one at a time", "[job]") {
+  const std::string dir = TempDir();
+  for (int r = 0; r < 12; ++r) {
+    // Ranks in the opposite order to the names, so the job's order is the ranks'.
+    WriteFile(dir + "/w" + std::to_string(r / 10) + std::to_string(r % 10) + ".json",
+              RankDoc("op" + std::to_string(r), 11 - r, 12));
+  }
+  auto one = LoadJob(dir, {}, 1);
+  REQUIRE(one.ok());
+  for (int threads : {2, 4, 16, 0}) {
+    INFO(threads << " threads");
+    auto many = LoadJob(dir, {}, threads);
+    REQUIRE(many.ok());
+    REQUIRE(many->ranks.size() == 12);
+    for (size_t i = 0; i < 12; ++i) {
+      CHECK(many->ranks[i].rank == static_cast<int32_t>(i));
+      CHECK(many->ranks[i].path == one->ranks[i].path);
+      CHECK(FirstName(many->ranks[i]) == "op" + std::to_string(11 - i));
+    }
+  }
+  CHECK(DefaultJobThreads() >= 1);
+}
+
+TEST_CASE("LoadJob with several broken files names the first in name order, however many read at once",
+          "[job]") {
+  const std::string dir = TempDir();
+  for (int r = 0; r < 12; ++r) {
+    const std::string name = dir + "/rank-" + std::to_string(r / 10) + std::to_string(r % 10) + ".json";
+    WriteFile(name, r == 5 || r == 9 ? std::string("{\"traceEvents\":[") : RankDoc("ok", r, 12));
+  }
+  for (int threads : {1, 3, 12}) {
+    INFO(threads << " threads");
+    for (int round = 0; round < 5; ++round) {
+      auto job = LoadJob(dir, {}, threads);
+      REQUIRE_FALSE(job.ok());
+      CHECK_THAT(Msg(job.status()), Catch::StartsWith(dir + "/rank-05.json: "));
+    }
+  }
+}
+
 TEST_CASE("LoadJob reads all 8 ranks of the DLRM job in rank order", "[job][real]") {
   const std::string dir = SharedTracePath("param-dlrm-v100-8rank");
   auto job = LoadJob(dir);
