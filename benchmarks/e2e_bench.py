@@ -7,7 +7,9 @@ HolisticTraceAnalysis loading the same file.
 For each trace (default: the largest shared trace, owlv2, and the generated
 benchmarks/out/big_1m.json.gz, made once with make_big_trace.py if missing;
 --with-10m adds a 10M-event one) and for both its .json.gz and an uncompressed
-.json copy in benchmarks/out/, every round runs, each in a fresh child:
+.json copy in benchmarks/out/, every round runs, each in a fresh child (and
+likewise for each job, --job NAME=DIR or --with-job: a directory of per-rank
+.json.gz files, replayed and loaded as a whole):
 
   * `daydream replay TRACE` (the project's CLI, .venv/bin/daydream), and
   * a Python child in benchmarks/.venv-hta (made here the first time:
@@ -168,6 +170,29 @@ def stats(xs: List[float]) -> Dict[str, float]:
     return {"median": statistics.median(xs), "min": min(xs), "max": max(xs)}
 
 
+def one_round(rec: Dict[str, Any], target: Path, hta_dir: Path, hta_py: Optional[str], dd: str, timeout: float,
+              what: str) -> None:
+    """`daydream replay target`, then (with hta_py, until it first fails)
+    HTA's TraceAnalysis(trace_dir=hta_dir), each in a fresh child; appended to rec."""
+    r = run_child([dd, "replay", str(target)], timeout)
+    if r["rc"] != 0:
+        sys.exit(f"e2e_bench: daydream replay {target} failed (rc {r['rc']}):\n{tail(r['stderr'])}")
+    rec["daydream"].append({k: r[k] for k in ("wall_s", "cpu_s", "peak_rss_mib")})
+    msg = f"{what}: daydream {r['wall_s']:.2f} s {r['peak_rss_mib']:.0f} MiB"
+    if hta_py and rec["hta_error"] is None:
+        h = run_child([hta_py, "-c", HTA_CHILD, str(hta_dir)], timeout)
+        line = next((ln for ln in reversed(h["stdout"].splitlines()) if ln.startswith("E2E_RESULT ")), None)
+        if h["rc"] != 0 or line is None:
+            why = "timed out" if h["timed_out"] else f"exit status {h['rc']}"
+            rec["hta_error"] = f"{why}: {tail(h['stderr'] or h['stdout'], 8)}"
+            msg += f"; HTA failed ({why})"
+        else:
+            inner = json.loads(line[len("E2E_RESULT "):])
+            rec["hta"].append({**{k: h[k] for k in ("wall_s", "cpu_s", "peak_rss_mib")}, **inner})
+            msg += f"; HTA {h['wall_s']:.2f} s (load {inner['load_s']:.2f} s) {h['peak_rss_mib']:.0f} MiB"
+    log(msg)
+
+
 def measure_trace(name: str, gz: Path, args: argparse.Namespace, dd: str, hta_py: Optional[str]) -> Dict[str, Any]:
     plain = uncompressed_copy(name, gz)
     files = {"json.gz": gz, "json": plain}
@@ -194,28 +219,46 @@ def measure_trace(name: str, gz: Path, args: argparse.Namespace, dd: str, hta_py
                                      "daydream": [], "hta": [], "hta_error": None}
         for rnd in range(args.reps):
             for fmt, path in files.items():
-                rec = result["inputs"][fmt]
-                r = run_child([dd, "replay", str(path)], args.timeout)
-                if r["rc"] != 0:
-                    sys.exit(f"e2e_bench: daydream replay {path} failed (rc {r['rc']}):\n{tail(r['stderr'])}")
-                rec["daydream"].append({k: r[k] for k in ("wall_s", "cpu_s", "peak_rss_mib")})
-                msg = (f"{name} {fmt} round {rnd + 1}/{args.reps}: daydream {r['wall_s']:.2f} s "
-                       f"{r['peak_rss_mib']:.0f} MiB")
-                if hta_skip is None and rec["hta_error"] is None:
-                    h = run_child([hta_py, "-c", HTA_CHILD, str(hta_dirs[fmt])], args.timeout)
-                    line = next((ln for ln in reversed(h["stdout"].splitlines()) if ln.startswith("E2E_RESULT ")), None)
-                    if h["rc"] != 0 or line is None:
-                        why = "timed out" if h["timed_out"] else f"exit status {h['rc']}"
-                        rec["hta_error"] = f"{why}: {tail(h['stderr'] or h['stdout'], 8)}"
-                        msg += f"; HTA failed ({why})"
-                    else:
-                        inner = json.loads(line[len("E2E_RESULT "):])
-                        rec["hta"].append({**{k: h[k] for k in ("wall_s", "cpu_s", "peak_rss_mib")}, **inner})
-                        msg += f"; HTA {h['wall_s']:.2f} s (load {inner['load_s']:.2f} s) {h['peak_rss_mib']:.0f} MiB"
-                log(msg)
+                one_round(result["inputs"][fmt], path, hta_dirs[fmt], hta_py if hta_skip is None else None, dd,
+                          args.timeout, f"{name} {fmt} round {rnd + 1}/{args.reps}")
     result["loadavg_after"] = os.getloadavg()
     for rec in result["inputs"].values():
         summarize(rec, json_bytes)
+    return result
+
+
+def ensure_job(d: Path, ranks: int, events: int) -> None:
+    """benchmarks/out/<job>: `ranks` .json.gz files of `events` events each, made once."""
+    if d.is_dir() and len(list(d.glob("*.json.gz"))) == ranks:
+        return
+    log(f"generating {d.relative_to(ROOT)} ({ranks} ranks x {events:,} events, .json.gz, once)")
+    subprocess.run([sys.executable, str(ROOT / "benchmarks" / "make_big_trace.py"), "--events", str(events),
+                    "--ranks", str(ranks), "--gzip", "--out", str(d)], check=True)
+
+
+def measure_job(name: str, d: Path, args: argparse.Namespace, dd: str, hta_py: Optional[str]) -> Dict[str, Any]:
+    """A directory of per-rank .json.gz files: `daydream replay DIR` (every rank
+    read, built and replayed) next to HTA's TraceAnalysis(trace_dir=DIR), which
+    parses the ranks in a process pool."""
+    files = sorted(d.glob("*.json.gz"))
+    if not files:
+        sys.exit(f"e2e_bench: {d} holds no .json.gz files")
+    json_bytes = 0
+    for f in files:
+        read_through(f)
+        with gzip.open(f, "rb") as src:
+            while chunk := src.read(16 * MIB):
+                json_bytes += len(chunk)
+    label = f"{name} ({len(files)} ranks)"
+    rec: Dict[str, Any] = {"path": str(d), "bytes": sum(f.stat().st_size for f in files),
+                           "daydream": [], "hta": [], "hta_error": None}
+    result: Dict[str, Any] = {"name": label, "gzip_path": str(d), "gzip_bytes": rec["bytes"], "json_bytes": json_bytes,
+                              "hta_skipped": None if hta_py else "not run (--no-hta)",
+                              "loadavg_before": os.getloadavg(), "inputs": {"json.gz": rec}}
+    for rnd in range(args.reps):
+        one_round(rec, d, d, hta_py, dd, args.timeout, f"{label} round {rnd + 1}/{args.reps}")
+    result["loadavg_after"] = os.getloadavg()
+    summarize(rec, json_bytes)
     return result
 
 
@@ -337,6 +380,11 @@ def main() -> int:
     p.add_argument("--trace", action="append", metavar="NAME=PATH",
                    help="a .json.gz trace (repeatable); default: owlv2 and big_1m")
     p.add_argument("--with-10m", action="store_true", help="add big_10m (generated once, ~160 MB gzip, 2 GB JSON)")
+    p.add_argument("--job", action="append", metavar="NAME=DIR",
+                   help="a directory of per-rank .json.gz files, replayed as one job (repeatable; "
+                   "without --trace, only the jobs are measured)")
+    p.add_argument("--with-job", action="store_true",
+                   help="add job8: 8 ranks of 250k events each (generated once into benchmarks/out/job8)")
     p.add_argument("--no-hta", action="store_true", help="daydream only")
     p.add_argument("--hta-spec", default="HolisticTraceAnalysis", help="pip requirement for the HTA venv")
     p.add_argument("--hta-max-json-mb", type=float, default=1000,
@@ -357,7 +405,8 @@ def main() -> int:
         return 0
 
     OUT.mkdir(parents=True, exist_ok=True)
-    specs = args.trace or [f"owlv2={OWLV2}", f"big_1m={OUT / 'big_1m.json.gz'}"]
+    # --job alone measures only its jobs; --with-job adds job8 to the default traces.
+    specs = args.trace or ([] if args.job else [f"owlv2={OWLV2}", f"big_1m={OUT / 'big_1m.json.gz'}"])
     if args.with_10m:
         specs.append(f"big_10m={OUT / 'big_10m.json.gz'}")
     traces = []
@@ -370,6 +419,17 @@ def main() -> int:
         if not gz.is_file() or not gz.name.endswith(".json.gz"):
             sys.exit(f"e2e_bench: {gz} is not a .json.gz file")
         traces.append((name, gz))
+    jobs = []
+    for spec in (args.job or []) + ([f"job8={OUT / 'job8'}"] if args.with_job else []):
+        name, _, path = spec.partition("=")
+        if not name or not path:
+            sys.exit(f"e2e_bench: --job wants NAME=DIR, got {spec!r}")
+        d = Path(path).resolve()
+        if name == "job8" and d == (OUT / "job8").resolve():
+            ensure_job(d, 8, 250_000)
+        if not d.is_dir():
+            sys.exit(f"e2e_bench: {d} is not a directory")
+        jobs.append((name, d))
 
     dd = daydream_cli(args.daydream)
     hta_py, hta_version = (None, None) if args.no_hta else hta_python(args.hta_spec)
@@ -401,6 +461,7 @@ def main() -> int:
         "started": time.strftime("%Y-%m-%d %H:%M:%S %z"), "floor": floor,
     }
     results = [measure_trace(name, gz, args, dd, hta_py) for name, gz in traces]
+    results += [measure_job(name, d, args, dd, hta_py) for name, d in jobs]
     meta["finished"] = time.strftime("%Y-%m-%d %H:%M:%S %z")
     Path(args.json).write_text(json.dumps({"meta": meta, "traces": results}, indent=1) + "\n")
     text = tables(results, meta)

@@ -9,7 +9,8 @@
 # fresh processes, whose peak_rss_MB is the peak memory of file -> Trace and of
 # file -> Trace -> Graph (benchmarks/out/rss_<name>_<stage>.json). Finally it prints a
 # summary table. Last, benchmarks/e2e_bench.py times `daydream replay` as a whole process
-# next to HolisticTraceAnalysis loading the same files (benchmarks/out/e2e.json; it makes
+# next to HolisticTraceAnalysis loading the same files, and a directory of 8 ranks as one job
+# (benchmarks/out/job8, generated once; not with TRACES=...) (benchmarks/out/e2e.json; it makes
 # benchmarks/.venv-hta the first time). Then benchmarks/search_bench.py times a what-if search
 # (100 predictions from one graph, daydream.predict_many) on big_1m and big_2m (a 1.0M-task
 # graph, generated once), in the daydream venv (benchmarks/out/search.json).
@@ -134,6 +135,8 @@ if [[ "${SKIP_E2E:-0}" != 1 ]]; then
   echo "== end to end: daydream replay vs HolisticTraceAnalysis (SKIP_E2E=1 skips)"
   e2e_traces=()
   for spec in $TRACES; do e2e_traces+=(--trace "$spec"); done
+  # By default also a job: 8 ranks of 250k events (benchmarks/out/job8, made once), read as a whole.
+  if [[ -z "${TRACES:-}" ]]; then e2e_traces+=(--with-job); fi
   # shellcheck disable=SC2086  # E2E_ARGS is a list of words
   python3 benchmarks/e2e_bench.py --reps "${E2E_REPS:-3}" "${e2e_traces[@]}" ${E2E_ARGS:-}
 fi
