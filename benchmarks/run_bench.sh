@@ -60,7 +60,9 @@ fi
 BENCH=$BUILD_DIR/daydream_bench
 [[ -x "$BENCH" ]] || { echo "run_bench.sh: $BENCH was not built" >&2; exit 1; }
 
+DEFAULT_TRACES=0
 if [[ -z "${TRACES:-}" ]]; then
+  DEFAULT_TRACES=1
   if [[ ! -f "$DEFAULT_TRACE" ]]; then
     echo "run_bench.sh: $DEFAULT_TRACE not found (shared/ must sit beside the checkout)" >&2
     exit 1
@@ -136,7 +138,7 @@ if [[ "${SKIP_E2E:-0}" != 1 ]]; then
   e2e_traces=()
   for spec in $TRACES; do e2e_traces+=(--trace "$spec"); done
   # By default also a job: 8 ranks of 250k events (benchmarks/out/job8, made once), read as a whole.
-  if [[ -z "${TRACES:-}" ]]; then e2e_traces+=(--with-job); fi
+  if [[ "$DEFAULT_TRACES" == 1 ]]; then e2e_traces+=(--with-job); fi
   # shellcheck disable=SC2086  # E2E_ARGS is a list of words
   python3 benchmarks/e2e_bench.py --reps "${E2E_REPS:-3}" "${e2e_traces[@]}" ${E2E_ARGS:-}
 fi
