@@ -16,10 +16,10 @@ Example::
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import gzip
-import contextlib
 import inspect
 import json
 import logging
@@ -27,6 +27,7 @@ import math
 import os
 import socket
 import statistics
+import sys
 import tempfile
 import time
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
@@ -1778,33 +1779,36 @@ def _without_kineto_marks(drop: Tuple[bytes, ...] = (b"USDT:",)) -> Iterator[Non
     stderr meanwhile (warnings, errors) comes back as it was, in order,
     when the block ends, also when it raises. Without a usable descriptor 2,
     the block runs as it is."""
-    import sys  # noqa: PLC0415
-
+    held, saved = None, -1
     try:
+        held = tempfile.TemporaryFile()
         sys.stderr.flush()
         saved = os.dup(2)
     except (OSError, ValueError):
+        pass
+    if held is None or saved < 0:
+        if held is not None:
+            held.close()
         yield
         return
-    held = tempfile.TemporaryFile()
-    try:
-        os.dup2(held.fileno(), 2)
+    with held:
         try:
-            yield
-        finally:
+            os.dup2(held.fileno(), 2)
             try:
-                sys.stderr.flush()
-            except (OSError, ValueError):
-                pass
-            os.dup2(saved, 2)
-            held.seek(0)
-            kept = b"".join(line for line in held.read().splitlines(keepends=True)
-                            if not line.startswith(drop))
-            if kept:
-                os.write(2, kept)
-    finally:
-        os.close(saved)
-        held.close()
+                yield
+            finally:
+                try:
+                    sys.stderr.flush()
+                except (OSError, ValueError):
+                    pass
+                os.dup2(saved, 2)
+                held.seek(0)
+                kept = b"".join(line for line in held.read().splitlines(keepends=True)
+                                if not line.startswith(drop))
+                if kept:
+                    os.write(2, kept)
+        finally:
+            os.close(saved)
 
 
 def _count_records(fn: Callable[[], Any], record_shapes: bool) -> int:
