@@ -129,11 +129,19 @@ def build_graph(trace: Union[Trace, PathLike], *, exact_latencies: bool = False)
     return graph
 
 
+def usable_cpus() -> int:
+    """The CPUs this process may run on (its affinity mask where the OS has
+    one, which a container's cpuset narrows; else every CPU)."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0)) or 1
+    return os.cpu_count() or 1
+
+
 def _each_rank(fn: Any, items: List[Any]) -> List[Any]:
-    """``[fn(x) for x in items]``, on up to one thread per core: the builder
-    and the simulator release the GIL. The first exception in the items'
-    order is raised, as the loop would."""
-    workers = min(len(items), os.cpu_count() or 1)
+    """``[fn(x) for x in items]``, on up to one thread per usable CPU: the
+    builder and the simulator release the GIL. The first exception in the
+    items' order is raised, as the loop would."""
+    workers = min(len(items), usable_cpus())
     if workers <= 1:
         return [fn(x) for x in items]
     from concurrent.futures import ThreadPoolExecutor  # noqa: PLC0415 - only for a job: keeps `daydream` quick to import

@@ -32,7 +32,7 @@ import tempfile
 import time
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
-from . import _core
+from . import _core, api
 from ._core import DaydreamError, Graph
 
 _log = logging.getLogger(__name__)
@@ -724,7 +724,7 @@ def corun_cpu_factor(model: Any, inputs: Sequence[Any], world_size: int = 2, rep
     _refuse_off_cpu(model, who)
     _refuse_compiled(model, who, "each copy would compile it again")
     threads = torch.get_num_threads()
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    cores = api.usable_cpus()
     if world_size * threads > cores:
         raise DaydreamError(f"{who}: {world_size} ranks of {threads} thread(s) need {world_size * threads} cores; "
                             f"this process may use {cores}: ranks that time-slice cores are not what a factor "

@@ -723,8 +723,7 @@ def predict_many(
 
     # The first replays the baseline; the others reuse that replay.
     first = one(specs[0])
-    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    workers = min(threads or cpus, len(specs) - 1)
+    workers = min(threads or api.usable_cpus(), len(specs) - 1)
     # Nothing runs beside a calibration that times ops on this CPU.
     sequential = workers <= 1 or not isinstance(recorded, Graph) or (
         _cpu_only(recorded)

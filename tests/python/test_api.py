@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -117,6 +118,19 @@ def test_a_jobs_ranks_are_built_and_replayed_at_once_as_one_at_a_time(shared_tra
     assert [(r.rank, r.trace, r.graph) for r in together] == [(r.rank, r.trace, r.graph) for r in alone]
     assert [[it.replayed_ms for it in r.iterations] for r in together] == \
         [[it.replayed_ms for it in r.iterations] for r in alone]
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="no CPU affinity on this OS")
+def test_usable_cpus_follows_the_affinity_mask() -> None:
+    from daydream.api import usable_cpus
+
+    before = os.sched_getaffinity(0)
+    assert usable_cpus() == len(before)
+    try:
+        os.sched_setaffinity(0, {min(before)})
+        assert usable_cpus() == 1
+    finally:
+        os.sched_setaffinity(0, before)
 
 
 def test_each_rank_keeps_the_order_and_raises_the_first_error_in_it() -> None:

@@ -9,6 +9,10 @@
 #include <thread>
 #include <utility>
 
+#if defined(__linux__)
+#include <sched.h>
+#endif
+
 #include "absl/status/status.h"
 #include "daydream/base/strings.h"
 #include "daydream/base/status_macros.h"
@@ -65,7 +69,13 @@ absl::StatusOr<std::vector<Trace>> ReadTraceFiles(const std::vector<std::string>
 
 }  // namespace
 
-int DefaultJobThreads() { return static_cast<int>(std::max(1u, std::thread::hardware_concurrency())); }
+int DefaultJobThreads() {
+#if defined(__linux__)
+  cpu_set_t usable;  // the CPUs this process may run on (a container's cpuset narrows them)
+  if (sched_getaffinity(0, sizeof(usable), &usable) == 0 && CPU_COUNT(&usable) > 0) return CPU_COUNT(&usable);
+#endif
+  return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+}
 
 absl::StatusOr<Job> LoadJob(const std::string& path, const ReadOptions& options, int threads) {
   namespace fs = std::filesystem;

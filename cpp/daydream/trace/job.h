@@ -28,7 +28,8 @@ bool IsTraceFileName(const std::string& name);
 // at once (0: DefaultJobThreads()); the Job is the same whatever the number.
 absl::StatusOr<Job> LoadJob(const std::string& path, const ReadOptions& options = {}, int threads = 0);
 
-// One file per core: LoadJob's default. (Each file's reader adds a helper
+// One file per CPU this process may run on (its affinity mask on Linux, else
+// every CPU): LoadJob's default. (Each file's reader adds a helper
 // thread of its own, and an inflating one for gzip; they overlap with the
 // other files' work.)
 int DefaultJobThreads();

@@ -4,6 +4,10 @@
 #include <filesystem>
 #include <string>
 
+#if defined(__linux__)
+#include <sched.h>
+#endif
+
 #include <catch2/catch.hpp>
 
 #include "test_support.h"
@@ -162,6 +166,23 @@ TEST_CASE("LoadJob reads many files at once into the same job as one at a time",
   }
   CHECK(DefaultJobThreads() >= 1);
 }
+
+#if defined(__linux__)
+TEST_CASE("DefaultJobThreads counts the CPUs this process may run on", "[job]") {
+  cpu_set_t before;
+  REQUIRE(sched_getaffinity(0, sizeof(before), &before) == 0);
+  CHECK(DefaultJobThreads() == CPU_COUNT(&before));
+  int first = 0;
+  while (!CPU_ISSET(first, &before)) ++first;
+  cpu_set_t one;
+  CPU_ZERO(&one);
+  CPU_SET(first, &one);
+  REQUIRE(sched_setaffinity(0, sizeof(one), &one) == 0);
+  const int narrowed = DefaultJobThreads();
+  REQUIRE(sched_setaffinity(0, sizeof(before), &before) == 0);
+  CHECK(narrowed == 1);
+}
+#endif
 
 TEST_CASE("LoadJob with several broken files names the first in name order, however many read at once",
           "[job]") {
