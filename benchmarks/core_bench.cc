@@ -7,7 +7,8 @@
 // trace, relative to the current directory (run from the repository root):
 //   ../shared/traces/tracelens-nvidia/h100-hf-inference/google_owlv2-large-patch14-ensemble__1016001.json.gz
 // $DAYDREAM_BENCH_JOB (optional) names a directory of per-rank files for
-// BM_LoadJob (benchmarks/make_big_trace.py --ranks K writes one).
+// BM_LoadJob (benchmarks/make_big_trace.py --ranks K writes one): read one
+// file at a time (threads:1) and as LoadJob does by default (threads:0).
 //
 // Inputs are prepared lazily, on first use, so that running one benchmark
 // (--benchmark_filter=...) in a fresh process holds only what that stage
@@ -530,12 +531,14 @@ void BM_LoadGraph(benchmark::State& state) {
   SetGraphBytesCounters(state, graph, bytes);
 }
 
-// Directory of per-rank files -> Job ($DAYDREAM_BENCH_JOB only).
+// Directory of per-rank files -> Job ($DAYDREAM_BENCH_JOB only), reading
+// state.range(0) files at a time (0: LoadJob's default, one per usable CPU).
 void BM_LoadJob(benchmark::State& state) {
   const char* dir = std::getenv("DAYDREAM_BENCH_JOB");
+  const auto threads = static_cast<int>(state.range(0));
   int64_t records = 0, ranks = 0;
   for (auto _ : state) {
-    auto job = daydream::LoadJob(dir);
+    auto job = daydream::LoadJob(dir, {}, threads);
     if (!job.ok()) {
       state.SkipWithError(std::string(job.status().message()).c_str());
       return;
@@ -548,6 +551,7 @@ void BM_LoadJob(benchmark::State& state) {
   state.counters["events/s"] =
       benchmark::Counter(static_cast<double>(records), benchmark::Counter::kIsIterationInvariantRate);
   state.counters["ranks"] = benchmark::Counter(static_cast<double>(ranks));
+  state.counters["threads"] = benchmark::Counter(threads > 0 ? threads : daydream::DefaultJobThreads());
   SetRssCounter(state);
 }
 
@@ -574,7 +578,12 @@ void Register() {
     if (!IsDirectory(job) && !IsRegularFile(job)) {
       Die(std::string("DAYDREAM_BENCH_JOB=") + job + " is neither a directory nor a file");
     }
-    benchmark::RegisterBenchmark("BM_LoadJob", BM_LoadJob)->Unit(kMillisecond)->UseRealTime();
+    benchmark::RegisterBenchmark("BM_LoadJob", BM_LoadJob)
+        ->ArgName("threads")
+        ->Arg(1)
+        ->Arg(0)
+        ->Unit(kMillisecond)
+        ->UseRealTime();
   }
 }
 

@@ -8,7 +8,8 @@
 # benchmarks/out/bench_<name>.json), then BM_ReadTraceFile and BM_BuildGraph alone in
 # fresh processes, whose peak_rss_MB is the peak memory of file -> Trace and of
 # file -> Trace -> Graph (benchmarks/out/rss_<name>_<stage>.json). Finally it prints a
-# summary table. Last, benchmarks/e2e_bench.py times `daydream replay` as a whole process
+# summary table, with BM_LoadJob on job8 (8 ranks of 250k events, benchmarks/out/job8, generated
+# once; not with TRACES=...). Last, benchmarks/e2e_bench.py times `daydream replay` as a whole process
 # next to HolisticTraceAnalysis loading the same files, and a directory of 8 ranks as one job
 # (benchmarks/out/job8, generated once; not with TRACES=...) (benchmarks/out/e2e.json; it makes
 # benchmarks/.venv-hta the first time). Then benchmarks/search_bench.py times a what-if search
@@ -94,6 +95,21 @@ for spec in $TRACES; do
     results+=("$OUT/rss_${name}_${stage}.json")
   done
 done
+
+if [[ "$DEFAULT_TRACES" == 1 ]]; then
+  # A job: 8 ranks of 250k events (.json.gz), read one file at a time and as LoadJob does.
+  JOB=$OUT/job8
+  if [[ $(find "$JOB" -name '*.json.gz' 2> /dev/null | wc -l) -ne 8 ]]; then
+    echo "== generating $JOB (8 ranks x 250000 events)"
+    python3 benchmarks/make_big_trace.py --events 250000 --ranks 8 --gzip --out "$JOB"
+  fi
+  echo
+  echo "== job8: $JOB"
+  DAYDREAM_BENCH_JOB=$JOB "$BENCH" --benchmark_filter='^BM_LoadJob/' \
+    --benchmark_min_time="$MIN_TIME" --benchmark_repetitions="$REPS" \
+    --benchmark_out="$OUT/bench_job8.json" --benchmark_out_format=json
+  results+=("$OUT/bench_job8.json")
+fi
 
 echo
 echo "== summary (rates of the median run; peak RSS of one process)"
