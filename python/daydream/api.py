@@ -125,8 +125,13 @@ def build_graph(trace: Union[Trace, PathLike], *, exact_latencies: bool = False)
     if not isinstance(trace, Trace):
         trace = load_trace(trace)
     graph = _core.build_graph(trace, exact_latencies)
-    _log_warnings(graph.source, [w for w in graph.warnings if w not in trace.warnings])
+    _log_graph_warnings(trace, graph)
     return graph
+
+
+def _log_graph_warnings(trace: Trace, graph: Graph) -> None:
+    """The builder's warnings that the trace's own (logged when it was read) do not hold."""
+    _log_warnings(graph.source, [w for w in graph.warnings if w not in trace.warnings])
 
 
 def usable_cpus() -> int:
@@ -155,7 +160,7 @@ def _build_graphs(traces: List[Trace]) -> List[Graph]:
     logged in the traces' order."""
     graphs = _each_rank(lambda t: _core.build_graph(t, False), list(traces))
     for trace, graph in zip(traces, graphs):
-        _log_warnings(graph.source, [w for w in graph.warnings if w not in trace.warnings])
+        _log_graph_warnings(trace, graph)
     return graphs
 
 

@@ -56,17 +56,17 @@ def display_opt(spec: str, limit: int = 48) -> str:
     amp's ``cpu_op_factors`` with one entry per recorded op) is shown as
     its number of entries; the rest as given. ``Prediction.opts`` keeps the
     whole text, which reproduces the prediction."""
-    name, colon, rest = spec.partition(":")
-    if not colon:
-        return spec
-    items = []
-    for item in rest.split(","):
-        key, eq, value = item.partition("=")
-        if eq and len(value) > limit:
-            n = value.count(";") + 1
-            value = f"<{n} entries>" if n > 1 else f"<{len(value)} characters>"
-        items.append(f"{key}{eq}{value}")
-    return f"{name}{colon}{','.join(items)}"
+    name, options = parse_opt(spec)
+
+    def shown(value: str) -> str:
+        if len(value) <= limit:
+            return value
+        n = value.count(";") + 1
+        return f"<{n} entries>" if n > 1 else f"<{len(value)} characters>"
+
+    if not options:
+        return name
+    return f"{name}:" + ",".join(f"{k}={shown(v)}" for k, v in options.items())
 
 
 def _text(value: Any) -> str:

@@ -57,12 +57,10 @@ absl::StatusOr<std::vector<Trace>> ReadTraceFiles(const std::vector<std::string>
   std::vector<Trace> traces;
   traces.reserve(n);
   for (std::optional<absl::StatusOr<Trace>>& r : read) {
-    if (!r.has_value()) break;  // not taken: only after a file that failed
+    // A file not taken comes only after one that failed, which returned first.
+    if (!r.has_value()) return absl::InternalError("LoadJob: a file was left unread (a daydream bug)");
     if (!r->ok()) return r->status();
     traces.push_back(*std::move(*r));
-  }
-  if (traces.size() != n) {
-    return absl::InternalError("LoadJob: a file was left unread without an error before it (a daydream bug)");
   }
   return traces;
 }
