@@ -277,9 +277,10 @@ ReplayReport MakeReplayReport(const Graph& graph, const Schedule& schedule) {
     const size_t p50 = start_errors.size() / 2;
     const size_t p95 = std::min(start_errors.size() - 1, start_errors.size() * 95 / 100);  // >= p50
     std::nth_element(start_errors.begin(), start_errors.begin() + static_cast<std::ptrdiff_t>(p50), start_errors.end());
+    // Read before the second selection, which reorders everything from p50 on.
+    report.gpu_start_error_p50_ns = start_errors[p50];
     std::nth_element(start_errors.begin() + static_cast<std::ptrdiff_t>(p50),
                      start_errors.begin() + static_cast<std::ptrdiff_t>(p95), start_errors.end());
-    report.gpu_start_error_p50_ns = start_errors[p50];
     report.gpu_start_error_p95_ns = start_errors[p95];
   }
   report.median_error_pct = Median(errors);

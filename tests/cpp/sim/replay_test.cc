@@ -143,6 +143,29 @@ TEST_CASE("replay report measures the GPU span of each iteration and GPU start e
   CHECK(r->gpu_start_error_p95_ns == 1);
 }
 
+TEST_CASE("replay report's GPU start-error percentiles are those of the sorted errors", "[replay]") {
+  // 101 kernels, each alone on its stream with no edge: each replays at 0, so
+  // its start error is its recorded start. Recorded in a shuffled order.
+  Graph g;
+  g.origin_ns = 0;
+  std::vector<TimeNs> errors;
+  for (TimeNs e = 0; e <= 100; ++e) errors.push_back(e * e);  // skewed, as start errors are
+  std::vector<TimeNs> order = errors;
+  for (size_t i = 0; i < order.size(); ++i) std::swap(order[i], order[(i * 37 + 11) % order.size()]);
+  for (size_t i = 0; i < order.size(); ++i) {
+    const int32_t stream = g.AddResource(Resource{ResourceKind::kGpuStream, 0, static_cast<int64_t>(i),
+                                                  g.strings.Intern("stream " + std::to_string(i))});
+    AddTaskAt(g, "K" + std::to_string(i), stream, 1, TaskKind::kKernel, Phase::kForward, -1, order[i]);
+  }
+  g.recorded_end_ns = 100 * 100 + 1;
+  REQUIRE(g.Validate().ok());
+  g.BuildAdjacency();
+  auto r = Replay(g);
+  REQUIRE(r.ok());
+  CHECK(r->gpu_start_error_p50_ns == errors[50]);  // 2500
+  CHECK(r->gpu_start_error_p95_ns == errors[95]);  // 9025
+}
+
 namespace {
 
 // Two iterations on one CPU thread; each launches a kernel of `kernel_ns` on
