@@ -411,6 +411,100 @@ TEST_CASE("builder makes a blocking cudaMemcpy a sync task with blocking-launch 
   CHECK(g.tasks[static_cast<size_t>(call)].duration_ns == 5 * kUs);
 }
 
+TEST_CASE("builder gives a blocking copy the staging delay of its direction and size class", "[builder]") {
+  // Launches start their kernels 10 us after the call starts; copies from
+  // pageable memory of 4 MB start 580-640 us after theirs (the driver
+  // stages them through a pinned buffer first), those of 8 bytes 12 us after.
+  const std::string htod = "Memcpy HtoD (Pageable -> Device)";
+  const std::string big = "\"bytes\":4194304";
+  const Graph g = Build({
+      Rt("cudaLaunchKernel", 0, 5, 1),
+      Gpu("k1", 10, 5, 1),
+      Rt("cudaLaunchKernel", 20, 5, 2),
+      Gpu("k2", 30, 5, 2),
+      Rt("cudaLaunchKernel", 40, 5, 3),
+      Gpu("k3", 50, 5, 3),
+      Rt("cudaMemcpyAsync", 100, 700, 4),
+      Gpu(htod, 680, 100, 4, 7, 0, big, "gpu_memcpy"),
+      Rt("cudaMemcpyAsync", 1000, 700, 5),
+      Gpu(htod, 1600, 90, 5, 7, 0, big, "gpu_memcpy"),
+      Rt("cudaMemcpyAsync", 2000, 700, 6),
+      Gpu(htod, 2640, 50, 6, 7, 0, big, "gpu_memcpy"),
+      Rt("cudaMemcpyAsync", 3000, 20, 7),
+      Gpu(htod, 3012, 2, 7, 7, 0, "\"bytes\":8", "gpu_memcpy"),
+      // 64 MB, launched while the stream still runs a kernel: no sample of
+      // its own; it takes the nearest size class's delay.
+      Rt("cudaLaunchKernel", 4000, 5, 8),
+      Gpu("k4", 4010, 2000, 8),
+      Rt("cudaMemcpyAsync", 4100, 3000, 9),
+      Gpu(htod, 6600, 400, 9, 7, 0, "\"bytes\":67108864", "gpu_memcpy"),
+      // Device to host, 4 MB: a name of its own, never sampled alone here
+      // (the stream is busy), so it keeps the launches' typical delay.
+      Rt("cudaLaunchKernel", 8000, 5, 10),
+      Gpu("k5", 8010, 300, 10),
+      Rt("cudaMemcpyAsync", 8100, 300, 11),
+      Gpu("Memcpy DtoH (Device -> Pageable)", 8320, 60, 11, 7, 0, big, "gpu_memcpy"),
+  });
+  auto task_of = [&](int64_t corr, bool copy) {
+    for (size_t t = 0; t < g.tasks.size(); ++t) {
+      if (g.tasks[t].correlation == corr && (g.tasks[t].kind == TaskKind::kMemcpy) == copy) {
+        return static_cast<int32_t>(t);
+      }
+    }
+    FAIL("no task with correlation " << corr);
+    return -1;
+  };
+  auto lag = [&](int64_t corr) {
+    const Edge* e = FindEdge(g, task_of(corr, false), task_of(corr, true), EdgeKind::kBlockingLaunch);
+    REQUIRE(e != nullptr);
+    return e->lag_ns;
+  };
+  CHECK(lag(4) == 600 * kUs);  // the median of 580, 600, 640
+  CHECK(lag(5) == 600 * kUs);
+  CHECK(lag(6) == 600 * kUs);
+  CHECK(lag(7) == 12 * kUs);
+  CHECK(lag(9) == 600 * kUs);
+  CHECK(lag(11) < 100 * kUs);
+  // The replay starts each 4 MB copy within 40 us of where it was recorded,
+  // not 10 us after its call as a kernel launch would.
+  auto schedule = Simulate(g);
+  REQUIRE(schedule.ok());
+  for (int64_t corr : {4, 5, 6}) {
+    const int32_t t = task_of(corr, true);
+    const TimeNs recorded = g.tasks[static_cast<size_t>(t)].recorded_start_ns - g.origin_ns;
+    CHECK(std::abs(schedule->start_ns[static_cast<size_t>(t)] - recorded) <= 40 * kUs);
+  }
+}
+
+TEST_CASE("builder takes no staging delay from a copy that started when another stream's work ended",
+          "[builder]") {
+  // copy_waits starts 893 us after its call, 3 us after a kernel on stream 8
+  // ended: it waited for that kernel (legacy default-stream semantics), and
+  // its delay is no sample. copy_clean, of the same class, started 15 us
+  // after its call.
+  const Graph g = Build({
+      Rt("cudaLaunchKernel", 0, 3, 1),
+      Gpu("long_s8", 5, 895, 1, 8),
+      Rt("cudaMemcpyAsync", 10, 900, 2),
+      Gpu("Memcpy DtoH (Device -> Pageable)", 903, 2, 2, 7, 0, "\"bytes\":192", "gpu_memcpy"),
+      Rt("cudaMemcpyAsync", 1000, 25, 3),
+      Gpu("Memcpy DtoH (Device -> Pageable)", 1015, 2, 3, 7, 0, "\"bytes\":192", "gpu_memcpy"),
+  });
+  int32_t waits = -1, clean = -1;
+  for (size_t t = 0; t < g.tasks.size(); ++t) {
+    if (g.tasks[t].kind != TaskKind::kMemcpy) continue;
+    (g.tasks[t].correlation == 2 ? waits : clean) = static_cast<int32_t>(t);
+  }
+  REQUIRE(waits >= 0);
+  REQUIRE(clean >= 0);
+  for (const Edge& e : g.edges) {
+    if (e.kind == EdgeKind::kBlockingLaunch && (e.to == waits || e.to == clean)) CHECK(e.lag_ns == 15 * kUs);
+  }
+  CHECK(CountEdges(g, EdgeKind::kBlockingLaunch) == 2);
+  // The wait itself is a stream wait on the kernel.
+  CHECK(HasEdge(g, TaskNamed(g, "long_s8"), waits, EdgeKind::kStreamWait));
+}
+
 TEST_CASE("builder makes cudaDeviceSynchronize wait on the last activity of every stream", "[builder]") {
   const Graph g = Build({
       Rt("cudaLaunchKernel", 0, 2, 1),
