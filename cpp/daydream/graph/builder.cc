@@ -82,6 +82,63 @@ TimeNs RobustMean(std::vector<TimeNs>& v, TimeNs fallback, TimeNs spread, TimeNs
   return kept == 0 ? fallback : static_cast<TimeNs>(sum / static_cast<long double>(kept));
 }
 
+// Typical times of blocking copies per copy name (its direction and memory
+// kind) and size class (bytes in powers of four): how long a copy from
+// pageable memory is staged before its DMA starts, or copied out after it
+// ends, depends on its size and the platform. A class without samples takes
+// the nearest class of the same name (the two nearest averaged when equally
+// near); a name without samples has none.
+class CopyClassTable {
+ public:
+  void Add(StringId name, int64_t bytes, TimeNs value) { samples_.push_back({name, SizeClass(bytes), value}); }
+
+  // Call once, after the last Add and before the first Find.
+  void Finish() {
+    std::sort(samples_.begin(), samples_.end(), [](const Entry& a, const Entry& b) {
+      return a.name != b.name ? a.name < b.name : a.size_class != b.size_class ? a.size_class < b.size_class
+                                                                               : a.value < b.value;
+    });
+    for (size_t i = 0; i < samples_.size();) {
+      size_t j = i;
+      while (j < samples_.size() && samples_[j].name == samples_[i].name &&
+             samples_[j].size_class == samples_[i].size_class) {
+        ++j;
+      }
+      classes_.push_back({samples_[i].name, samples_[i].size_class, samples_[i + (j - i) / 2].value});  // median
+      i = j;
+    }
+    samples_ = {};
+  }
+
+  std::optional<TimeNs> Find(StringId name, int64_t bytes) const {
+    const int size_class = SizeClass(bytes);
+    auto lo = std::lower_bound(classes_.begin(), classes_.end(), name,
+                               [](const Entry& c, StringId n) { return c.name < n; });
+    if (lo == classes_.end() || lo->name != name) return std::nullopt;
+    auto at = std::lower_bound(lo, classes_.end(), size_class,
+                               [name](const Entry& c, int sc) { return c.name == name && c.size_class < sc; });
+    const bool above = at != classes_.end() && at->name == name;
+    if (above && at->size_class == size_class) return at->value;
+    if (!above) return std::prev(at)->value;
+    if (at == lo) return at->value;
+    const auto below = std::prev(at);
+    const int d_below = size_class - below->size_class, d_above = at->size_class - size_class;
+    return d_below < d_above ? below->value : d_above < d_below ? at->value : (below->value + at->value) / 2;
+  }
+
+ private:
+  static int SizeClass(int64_t bytes) {
+    return bytes <= 0 ? 0 : (64 - __builtin_clzll(static_cast<unsigned long long>(bytes))) / 2;
+  }
+  struct Entry {
+    StringId name;
+    int size_class;
+    TimeNs value;
+  };
+  std::vector<Entry> samples_;
+  std::vector<Entry> classes_;  // one per (name, size class), sorted, with the median
+};
+
 // Phase named by one range or op, or kUnspecified when the name says nothing.
 Phase PhaseFromName(std::string_view name) {
   if (StartsWith(name, "ProfilerStep#")) return Phase::kUnspecified;
@@ -864,12 +921,11 @@ class Builder {
   }
 
   // The typical delay from a blocking call's start to its activity's start.
-  // A copy takes that of this trace's blocking copies of its name (direction
-  // and memory kind) and size class: a copy from pageable memory is staged
-  // through a pinned buffer before its DMA starts, for a time that depends
-  // on its size (0.25 ms from 1 MB up on an A100, 0.58 ms for 38 MB on an
-  // MI300, against 10-40 us for a launch). Other blocking launches take the
-  // median over every launch.
+  // A copy takes that of this trace's blocking copies of its class (see
+  // CopyClassTable): a copy from pageable memory is staged through a pinned
+  // buffer before its DMA starts (0.25 ms from 1 MB up on an A100, 0.58 ms
+  // for 38 MB on an MI300, against 10-40 us for a launch). Other blocking
+  // launches take the median over every launch.
   TimeNs BlockingLatency(int32_t k) const {
     if (copy_blocking_latency_.empty()) return blocking_latency_;
     auto it = copy_blocking_latency_.find(k);
@@ -895,64 +951,6 @@ class Builder {
     return false;
   }
 
-  // A copy's size class: bytes in powers of four.
-  static int CopySizeClass(int64_t bytes) {
-    return bytes <= 0 ? 0 : (64 - __builtin_clzll(static_cast<unsigned long long>(bytes))) / 2;
-  }
-
-  // Fills copy_blocking_latency_ for the blocking copies of `copies` from
-  // `samples` (name, size class, delay on an idle stream): the median of
-  // their class, else of the nearest class of the same name with samples (the
-  // two nearest averaged when equally near). A name never sampled keeps the
-  // median over every launch.
-  struct CopySample {
-    StringId name;
-    int size_class;
-    TimeNs delay;
-  };
-  void EstimateCopyLatencies(const std::vector<int32_t>& copies, std::vector<CopySample>& samples) {
-    if (samples.empty()) return;
-    std::sort(samples.begin(), samples.end(), [](const CopySample& a, const CopySample& b) {
-      return a.name != b.name ? a.name < b.name : a.size_class != b.size_class ? a.size_class < b.size_class
-                                                                               : a.delay < b.delay;
-    });
-    struct ClassMedian {
-      StringId name;
-      int size_class;
-      TimeNs delay;
-    };
-    std::vector<ClassMedian> classes;  // sorted by name, then size class
-    for (size_t i = 0; i < samples.size();) {
-      size_t j = i;
-      while (j < samples.size() && samples[j].name == samples[i].name && samples[j].size_class == samples[i].size_class) ++j;
-      classes.push_back({samples[i].name, samples[i].size_class, samples[i + (j - i) / 2].delay});
-      i = j;
-    }
-    for (int32_t k : copies) {
-      const StringId name = T(k).name;
-      const int size_class = CopySizeClass(T(k).bytes);
-      auto lo = std::lower_bound(classes.begin(), classes.end(), name,
-                                 [](const ClassMedian& c, StringId n) { return c.name < n; });
-      if (lo == classes.end() || lo->name != name) continue;
-      auto at = std::lower_bound(lo, classes.end(), size_class, [name](const ClassMedian& c, int sc) {
-        return c.name == name && c.size_class < sc;
-      });
-      const bool above = at != classes.end() && at->name == name;
-      const bool below = at != lo;
-      TimeNs delay = 0;
-      if (above && at->size_class == size_class) {
-        delay = at->delay;
-      } else if (above && below) {
-        const auto prev = std::prev(at);
-        const int d_below = size_class - prev->size_class, d_above = at->size_class - size_class;
-        delay = d_below < d_above ? prev->delay : d_above < d_below ? at->delay : (prev->delay + at->delay) / 2;
-      } else {
-        delay = above ? at->delay : std::prev(at)->delay;
-      }
-      copy_blocking_latency_[k] = delay;
-    }
-  }
-
   // Launch latencies (call end -> activity start, and call start -> activity
   // start for blocking calls) on an idle stream, and the gap between
   // back-to-back activities, as this trace shows them.
@@ -960,7 +958,7 @@ class Builder {
     blocking_.assign(graph_.tasks.size(), 0);
     std::vector<TimeNs> end_samples, start_samples, gap_samples;
     std::vector<int32_t> blocking_copies;
-    std::vector<CopySample> copy_samples;
+    CopyClassTable copy_delays;
     for (int32_t s : gpu_streams_) {
       const std::vector<int32_t>& list = resource_tasks_[static_cast<size_t>(s)];
       for (size_t i = 0; i < list.size(); ++i) {
@@ -975,14 +973,17 @@ class Builder {
           if (!blocking) end_samples.push_back(Start(k) - End(l));
           start_samples.push_back(Start(k) - Start(l));
           if (copy && !OtherStreamEndedIn(s, Start(l), Start(k))) {
-            copy_samples.push_back({T(k).name, CopySizeClass(T(k).bytes), std::max<TimeNs>(0, Start(k) - Start(l))});
+            copy_delays.Add(T(k).name, T(k).bytes, std::max<TimeNs>(0, Start(k) - Start(l)));
           }
         }
       }
     }
     launch_latency_ = std::clamp<TimeNs>(Median(end_samples, options_.default_launch_latency_ns), 0, 100'000);
     blocking_latency_ = std::clamp<TimeNs>(Median(start_samples, options_.default_launch_latency_ns), 0, 100'000);
-    EstimateCopyLatencies(blocking_copies, copy_samples);
+    copy_delays.Finish();
+    for (int32_t k : blocking_copies) {
+      if (const std::optional<TimeNs> delay = copy_delays.Find(T(k).name, T(k).bytes)) copy_blocking_latency_[k] = *delay;
+    }
     for (int32_t s : gpu_streams_) {
       const std::vector<int32_t>& list = resource_tasks_[static_cast<size_t>(s)];
       for (size_t i = 1; i < list.size(); ++i) {
@@ -1387,24 +1388,43 @@ class Builder {
         if (!w.awaited.empty()) waits.push_back(std::move(w));
       }
     }
-    std::vector<TimeNs> tails;
-    for (const SyncWait& w : waits) {
-      TimeNs wait_end = kNeverNs;
-      for (int32_t a : w.awaited) wait_end = std::max(wait_end, End(a));
-      if (wait_end > Start(w.task)) tails.push_back(End(w.task) - wait_end);
-    }
-    sync_tail_ = Median(tails, options_.default_sync_tail_ns);
-    for (const SyncWait& w : waits) {
-      const TimeNs cs = Start(w.task), ce = End(w.task);
+    // The awaited activity that ended last, after the call began (kNone when
+    // none did: the call did not wait).
+    auto binding_of = [&](const SyncWait& w) {
       int32_t binding = kNone;
       for (int32_t a : w.awaited) {
-        if (End(a) > cs && (binding == kNone || End(a) > End(binding))) binding = a;
+        if (End(a) > Start(w.task) && (binding == kNone || End(a) > End(binding))) binding = a;
       }
+      return binding;
+    };
+    // A blocking copy the call itself made, from which it returned: from
+    // pageable memory, its data is then copied out of the pinned staging
+    // buffer, for a time that grows with its size (4-7 us up to 64 kB, 50-66
+    // us from 4 MB up for owlv2's device-to-host copies on an H100).
+    auto own_copy = [&](int32_t call, int32_t binding) {
+      return binding != kNone && launcher_[static_cast<size_t>(binding)] == call &&
+             blocking_[static_cast<size_t>(binding)] && T(binding).kind == TaskKind::kMemcpy;
+    };
+    std::vector<TimeNs> tails;
+    CopyClassTable copy_tails;
+    for (const SyncWait& w : waits) {
+      const int32_t binding = binding_of(w);
+      if (binding == kNone) continue;
+      tails.push_back(End(w.task) - End(binding));
+      if (own_copy(w.task, binding)) copy_tails.Add(T(binding).name, T(binding).bytes, End(w.task) - End(binding));
+    }
+    sync_tail_ = Median(tails, options_.default_sync_tail_ns);
+    copy_tails.Finish();
+    for (const SyncWait& w : waits) {
+      const TimeNs cs = Start(w.task), ce = End(w.task);
+      const int32_t binding = binding_of(w);
+      TimeNs tail = sync_tail_;
+      if (own_copy(w.task, binding)) tail = copy_tails.Find(T(binding).name, T(binding).bytes).value_or(sync_tail_);
       for (int32_t a : w.awaited) {
-        graph_.AddEdge(a, w.task, EdgeKind::kSync, Latency(ce - End(a), sync_tail_, a == binding));
+        graph_.AddEdge(a, w.task, EdgeKind::kSync, Latency(ce - End(a), a == binding ? tail : sync_tail_, a == binding));
       }
       // Waiting is not work: a call that waited keeps only its own overhead.
-      if (binding != kNone) T(w.task).duration_ns = std::min(ce - cs, Latency(ce - End(binding), sync_tail_, true));
+      if (binding != kNone) T(w.task).duration_ns = std::min(ce - cs, Latency(ce - End(binding), tail, true));
     }
   }
 

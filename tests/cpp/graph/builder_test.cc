@@ -505,6 +505,40 @@ TEST_CASE("builder takes no staging delay from a copy that started when another 
   CHECK(HasEdge(g, TaskNamed(g, "long_s8"), waits, EdgeKind::kStreamWait));
 }
 
+TEST_CASE("builder gives a blocking copy's return the copy-out time of its direction and size class",
+          "[builder]") {
+  // Stream syncs return 3 us after their kernel ends. Copies to pageable
+  // memory return after their DMA once the data is copied out of the
+  // staging buffer: 48-52 us for 8 MB, 5 us for 8 bytes.
+  const std::string dtoh = "Memcpy DtoH (Device -> Pageable)";
+  const std::string big = "\"bytes\":8388608";
+  std::vector<std::string> events;
+  int64_t corr = 1;
+  double t = 0;
+  for (int i = 0; i < 5; ++i, t += 1000) {
+    events.push_back(Rt("cudaLaunchKernel", t, 5, corr));
+    events.push_back(Gpu("k", t + 10, 100, corr++));
+    events.push_back(Rt("cudaStreamSynchronize", t + 20, 93, -1));
+  }
+  for (double tail : {48.0, 52.0, 50.0}) {
+    events.push_back(Rt("cudaMemcpyAsync", t, 10 + 200 + tail, corr));
+    events.push_back(Gpu(dtoh, t + 10, 200, corr++, 7, 0, big, "gpu_memcpy"));
+    t += 1000;
+  }
+  events.push_back(Rt("cudaMemcpyAsync", t, 10 + 2 + 5, corr));
+  events.push_back(Gpu(dtoh, t + 10, 2, corr++, 7, 0, "\"bytes\":8", "gpu_memcpy"));
+  const Graph g = Build(events);
+  std::vector<TimeNs> copy_calls, syncs;
+  for (const Task& task : g.tasks) {
+    const std::string name(g.strings.Get(task.name));
+    if (name == "cudaMemcpyAsync") copy_calls.push_back(task.duration_ns);
+    if (name == "cudaStreamSynchronize") syncs.push_back(task.duration_ns);
+  }
+  // A call that waited keeps only its typical time after what it waited for.
+  CHECK(copy_calls == std::vector<TimeNs>{50 * kUs, 50 * kUs, 50 * kUs, 5 * kUs});
+  CHECK(syncs == std::vector<TimeNs>(5, 3 * kUs));
+}
+
 TEST_CASE("builder makes cudaDeviceSynchronize wait on the last activity of every stream", "[builder]") {
   const Graph g = Build({
       Rt("cudaLaunchKernel", 0, 2, 1),
