@@ -14,8 +14,7 @@ from __future__ import annotations
 
 import os
 import weakref
-from dataclasses import asdict, dataclass, field
-from typing import Any, Dict, List, Optional, Union
+from typing import Any, Dict, List, NamedTuple, Optional, Union
 
 from . import _core
 from ._core import DaydreamError, Graph, Schedule, Trace
@@ -71,13 +70,18 @@ def load_trace(path: PathLike) -> Trace:
     return trace
 
 
-@dataclass
 class Job:
     """The traces of every rank of one job (one file per rank), sorted by rank."""
 
-    path: str
-    traces: List[Trace]
-    warnings: List[Dict[str, Any]] = field(default_factory=list)
+    # Plain classes here, not dataclasses: `dataclasses` imports `inspect`,
+    # a third of the time `import daydream` takes (docs/performance.md).
+    def __init__(self, path: str, traces: List[Trace], warnings: Optional[List[Dict[str, Any]]] = None) -> None:
+        self.path = path
+        self.traces = traces
+        self.warnings: List[Dict[str, Any]] = [] if warnings is None else warnings
+
+    def __repr__(self) -> str:
+        return f"Job(path={self.path!r}, ranks={self.ranks!r})"
 
     @property
     def ranks(self) -> List[int]:
@@ -179,8 +183,7 @@ def simulate(graph: Graph) -> Schedule:
     return _core.simulate(graph)
 
 
-@dataclass
-class IterationResult:
+class IterationResult(NamedTuple):
     """One iteration: measured (from the trace) and replayed (simulated) time."""
 
     name: str
@@ -192,27 +195,29 @@ class IterationResult:
     gpu_replayed_ms: float = 0.0
 
 
-@dataclass
 class ReplayResult:
     """What ``daydream replay`` reports for one trace (one rank)."""
 
-    trace: str
-    rank: int
-    iterations: List[IterationResult]
-    median_error_pct: float
-    mean_error_pct: float
-    whole_trace: bool
-    gpu_start_error_us: Dict[str, float]
-    critical_path: Dict[str, Any]
-    graph: Dict[str, Any]
-    schedule: Schedule = field(repr=False, compare=False)
+    def __init__(self, trace: str, rank: int, iterations: List[IterationResult], median_error_pct: float,
+                 mean_error_pct: float, whole_trace: bool, gpu_start_error_us: Dict[str, float],
+                 critical_path: Dict[str, Any], graph: Dict[str, Any], schedule: Schedule) -> None:
+        self.trace = trace
+        self.rank = rank
+        self.iterations = iterations
+        self.median_error_pct = median_error_pct
+        self.mean_error_pct = mean_error_pct
+        self.whole_trace = whole_trace
+        self.gpu_start_error_us = gpu_start_error_us
+        self.critical_path = critical_path
+        self.graph = graph
+        self.schedule = schedule
 
     def to_dict(self) -> Dict[str, Any]:
         """JSON-ready dict: the shape ``daydream replay --json`` prints."""
         return {
             "trace": self.trace,
             "rank": self.rank,
-            "iterations": [asdict(it) for it in self.iterations],
+            "iterations": [it._asdict() for it in self.iterations],
             "median_error_pct": self.median_error_pct,
             "mean_error_pct": self.mean_error_pct,
             "whole_trace": self.whole_trace,
@@ -229,12 +234,15 @@ class ReplayResult:
         return format_replay_table(self)
 
 
-@dataclass
 class JobReplayResult:
     """Replay of every rank of a job."""
 
-    trace: str
-    ranks: List[ReplayResult]
+    def __init__(self, trace: str, ranks: List[ReplayResult]) -> None:
+        self.trace = trace
+        self.ranks = ranks
+
+    def __repr__(self) -> str:
+        return f"JobReplayResult(trace={self.trace!r}, ranks={len(self.ranks)}, median_error_pct={self.median_error_pct:.3f})"
 
     @property
     def median_error_pct(self) -> float:

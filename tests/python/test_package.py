@@ -19,6 +19,17 @@ def test_import_daydream_loads_only_the_reader_and_the_simulator():
     assert out.stdout.strip() == ""
 
 
+def test_replay_command_path_loads_no_dataclasses():
+    # `dataclasses` imports `inspect` (with ast, dis, tokenize): a third of
+    # what `import daydream` took, on every `daydream replay` and `info`.
+    code = (
+        "import sys, daydream.cli\n"
+        "print(','.join(m for m in ('dataclasses', 'inspect') if m in sys.modules))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == ""
+
+
 def test_lazy_names_resolve_to_their_modules():
     from daydream import calibrate, capture, prediction
 
