@@ -81,7 +81,7 @@ def measure(name: str, steps: int, rounds: int) -> Dict[str, Any]:
         "model": name,
         "parameters": sum(p.numel() for p in model.parameters()),
         "step": out,
-        "replay": [vars(it) for it in result.iterations],
+        "replay": [it.to_dict() for it in result.iterations],
         "replay_median_error_pct": result.median_error_pct,
     }
 

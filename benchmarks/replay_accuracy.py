@@ -44,7 +44,7 @@ def replay_file(path: Path, root: Path) -> Dict[str, Any]:
         "folder": folder,
         "file": str(path.relative_to(root)),
         "exempt": EXEMPT.get(folder, ""),
-        "iterations": [vars(it) for it in result.iterations],
+        "iterations": [it.to_dict() for it in result.iterations],
         "median_error_pct": result.median_error_pct,
         "gpu_start_error_us": result.gpu_start_error_us,
         "tasks": result.graph["num_tasks"],

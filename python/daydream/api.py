@@ -194,6 +194,10 @@ class IterationResult(NamedTuple):
     gpu_measured_ms: float = 0.0
     gpu_replayed_ms: float = 0.0
 
+    def to_dict(self) -> Dict[str, Any]:
+        """JSON-ready dict of the fields."""
+        return self._asdict()
+
 
 class ReplayResult:
     """What ``daydream replay`` reports for one trace (one rank)."""
@@ -217,7 +221,7 @@ class ReplayResult:
         return {
             "trace": self.trace,
             "rank": self.rank,
-            "iterations": [it._asdict() for it in self.iterations],
+            "iterations": [it.to_dict() for it in self.iterations],
             "median_error_pct": self.median_error_pct,
             "mean_error_pct": self.mean_error_pct,
             "whole_trace": self.whole_trace,

@@ -81,6 +81,9 @@ def test_replay_matches_measured_time_on_the_bundled_trace(example_trace: Path) 
     assert set(d) >= {"trace", "iterations", "median_error_pct", "critical_path"}
     assert set(d["iterations"][0]) >= {"name", "measured_ms", "replayed_ms", "error_pct"}
     json.dumps(d)
+    first = result.iterations[0]
+    assert first.to_dict() == d["iterations"][0]
+    assert first.to_dict()["replayed_ms"] == first.replayed_ms
 
 
 def test_replay_timeline_is_perfetto_json_with_every_task(example_trace: Path, tmp_path: Path) -> None:
