@@ -982,7 +982,9 @@ class Builder {
     blocking_latency_ = std::clamp<TimeNs>(Median(start_samples, options_.default_launch_latency_ns), 0, 100'000);
     copy_delays.Finish();
     for (int32_t k : blocking_copies) {
-      if (const std::optional<TimeNs> delay = copy_delays.Find(T(k).name, T(k).bytes)) copy_blocking_latency_[k] = *delay;
+      if (const std::optional<TimeNs> delay = copy_delays.Find(T(k).name, T(k).bytes)) {
+        copy_blocking_latency_[k] = *delay;
+      }
     }
     for (int32_t s : gpu_streams_) {
       const std::vector<int32_t>& list = resource_tasks_[static_cast<size_t>(s)];
@@ -1421,7 +1423,8 @@ class Builder {
       TimeNs tail = sync_tail_;
       if (own_copy(w.task, binding)) tail = copy_tails.Find(T(binding).name, T(binding).bytes).value_or(sync_tail_);
       for (int32_t a : w.awaited) {
-        graph_.AddEdge(a, w.task, EdgeKind::kSync, Latency(ce - End(a), a == binding ? tail : sync_tail_, a == binding));
+        const bool binds = a == binding;
+        graph_.AddEdge(a, w.task, EdgeKind::kSync, Latency(ce - End(a), binds ? tail : sync_tail_, binds));
       }
       // Waiting is not work: a call that waited keeps only its own overhead.
       if (binding != kNone) T(w.task).duration_ns = std::min(ce - cs, Latency(ce - End(binding), tail, true));
