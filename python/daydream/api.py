@@ -246,7 +246,8 @@ class JobReplayResult:
         self.ranks = ranks
 
     def __repr__(self) -> str:
-        return f"JobReplayResult(trace={self.trace!r}, ranks={len(self.ranks)}, median_error_pct={self.median_error_pct:.3f})"
+        return (f"JobReplayResult(trace={self.trace!r}, ranks={len(self.ranks)}, "
+                f"median_error_pct={self.median_error_pct:.3f})")
 
     @property
     def median_error_pct(self) -> float:

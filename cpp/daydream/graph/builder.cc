@@ -932,23 +932,26 @@ class Builder {
     return it != copy_blocking_latency_.end() ? it->second : blocking_latency_;
   }
 
-  // Whether work on another stream of `stream`'s device ended in [from, to]:
-  // a copy that started then may have waited for it (legacy default-stream
-  // semantics, an event wait the trace did not record), so its delay is not
-  // a sample of the copy's own.
-  bool OtherStreamEndedIn(int32_t stream, TimeNs from, TimeNs to) const {
+  // The activity on another stream of `stream`'s device that ended last at
+  // or before `t`; kNone when none did.
+  int32_t LastEndedElsewhere(int32_t stream, TimeNs t) const {
     const int64_t device = graph_.resources[static_cast<size_t>(stream)].process;
+    int32_t last = kNone;
     for (int32_t other : gpu_streams_) {
       if (other == stream || graph_.resources[static_cast<size_t>(other)].process != device) continue;
       const std::vector<int32_t>& list = resource_tasks_[static_cast<size_t>(other)];
-      auto it = std::upper_bound(list.begin(), list.end(), to, [&](TimeNs t, int32_t id) { return t < Start(id); });
-      while (it != list.begin()) {
-        const TimeNs end = End(*--it);
-        if (end < from) break;
-        if (end <= to) return true;
-      }
+      auto it = std::upper_bound(list.begin(), list.end(), t, [&](TimeNs x, int32_t id) { return x < End(id); });
+      if (it == list.begin()) continue;
+      const int32_t a = *std::prev(it);
+      if (last == kNone || End(a) > End(last)) last = a;
     }
-    return false;
+    return last;
+  }
+
+  // A copy made by a blocking call: from pageable memory it is staged before
+  // its DMA and copied out after it (see CopyClassTable).
+  bool BlockingCopy(int32_t k) const {
+    return blocking_[static_cast<size_t>(k)] && graph_.tasks[static_cast<size_t>(k)].kind == TaskKind::kMemcpy;
   }
 
   // Launch latencies (call end -> activity start, and call start -> activity
@@ -965,14 +968,17 @@ class Builder {
         const int32_t k = list[i];
         const int32_t l = launcher_[static_cast<size_t>(k)];
         if (l == kNone) continue;
-        const bool blocking = IsBlockingLaunch(l, k);
-        blocking_[static_cast<size_t>(k)] = blocking ? 1 : 0;
-        const bool copy = blocking && T(k).kind == TaskKind::kMemcpy;
+        blocking_[static_cast<size_t>(k)] = IsBlockingLaunch(l, k) ? 1 : 0;
+        const bool copy = BlockingCopy(k);
         if (copy) blocking_copies.push_back(k);
         if (i == 0 || End(list[i - 1]) < Start(l)) {
-          if (!blocking) end_samples.push_back(Start(k) - End(l));
+          if (!blocking_[static_cast<size_t>(k)]) end_samples.push_back(Start(k) - End(l));
           start_samples.push_back(Start(k) - Start(l));
-          if (copy && !OtherStreamEndedIn(s, Start(l), Start(k))) {
+          // A copy that started when work on another stream of its device
+          // ended may have waited for it (legacy default-stream semantics, an
+          // event wait the trace did not record): its delay is no sample.
+          const int32_t other = copy ? LastEndedElsewhere(s, Start(k)) : kNone;
+          if (copy && (other == kNone || End(other) < Start(l))) {
             copy_delays.Add(T(k).name, T(k).bytes, std::max<TimeNs>(0, Start(k) - Start(l)));
           }
         }
@@ -1100,18 +1106,8 @@ class Builder {
           explained = std::max(explained, it->second + kernel_gap_);
         }
         if (Start(k) - explained < slack) continue;
-        const int64_t device = graph_.resources[static_cast<size_t>(s)].process;
-        int32_t cause = kNone;
-        for (int32_t other : gpu_streams_) {
-          if (other == s || graph_.resources[static_cast<size_t>(other)].process != device) continue;
-          const std::vector<int32_t>& ol = resource_tasks_[static_cast<size_t>(other)];
-          auto it = std::upper_bound(ol.begin(), ol.end(), Start(k),
-                                     [&](TimeNs t, int32_t id) { return t < End(id); });
-          if (it == ol.begin()) continue;
-          const int32_t a = *std::prev(it);
-          if (Start(k) - End(a) > window) continue;
-          if (cause == kNone || End(a) > End(cause)) cause = a;
-        }
+        int32_t cause = LastEndedElsewhere(s, Start(k));
+        if (cause != kNone && Start(k) - End(cause) > window) cause = kNone;
         if (cause != kNone && !known.contains({cause, k})) found.emplace_back(cause, k);
       }
     }
@@ -1282,6 +1278,9 @@ class Builder {
   struct SyncWait {
     int32_t task = kNone;
     std::vector<int32_t> awaited;
+    // The awaited activity that ended last, after the call began: the one it
+    // waited for (kNone when none ended after it began).
+    int32_t binding = kNone;
   };
 
   // The stream a stream/event sync waited on, inferred from which stream's
@@ -1387,41 +1386,33 @@ class Builder {
                         w.awaited.end());
         std::sort(w.awaited.begin(), w.awaited.end());
         w.awaited.erase(std::unique(w.awaited.begin(), w.awaited.end()), w.awaited.end());
+        for (int32_t a : w.awaited) {
+          if (End(a) > cs && (w.binding == kNone || End(a) > End(w.binding))) w.binding = a;
+        }
         if (!w.awaited.empty()) waits.push_back(std::move(w));
       }
     }
-    // The awaited activity that ended last, after the call began (kNone when
-    // none did: the call did not wait).
-    auto binding_of = [&](const SyncWait& w) {
-      int32_t binding = kNone;
-      for (int32_t a : w.awaited) {
-        if (End(a) > Start(w.task) && (binding == kNone || End(a) > End(binding))) binding = a;
-      }
-      return binding;
-    };
     // A blocking copy the call itself made, from which it returned: from
     // pageable memory, its data is then copied out of the pinned staging
     // buffer, for a time that grows with its size (4-7 us up to 64 kB, 50-66
     // us from 4 MB up for owlv2's device-to-host copies on an H100).
-    auto own_copy = [&](int32_t call, int32_t binding) {
-      return binding != kNone && launcher_[static_cast<size_t>(binding)] == call &&
-             blocking_[static_cast<size_t>(binding)] && T(binding).kind == TaskKind::kMemcpy;
+    auto own_copy = [&](const SyncWait& w) {
+      return w.binding != kNone && launcher_[static_cast<size_t>(w.binding)] == w.task && BlockingCopy(w.binding);
     };
     std::vector<TimeNs> tails;
     CopyClassTable copy_tails;
     for (const SyncWait& w : waits) {
-      const int32_t binding = binding_of(w);
-      if (binding == kNone) continue;
-      tails.push_back(End(w.task) - End(binding));
-      if (own_copy(w.task, binding)) copy_tails.Add(T(binding).name, T(binding).bytes, End(w.task) - End(binding));
+      if (w.binding == kNone) continue;
+      tails.push_back(End(w.task) - End(w.binding));
+      if (own_copy(w)) copy_tails.Add(T(w.binding).name, T(w.binding).bytes, End(w.task) - End(w.binding));
     }
     sync_tail_ = Median(tails, options_.default_sync_tail_ns);
     copy_tails.Finish();
     for (const SyncWait& w : waits) {
       const TimeNs cs = Start(w.task), ce = End(w.task);
-      const int32_t binding = binding_of(w);
+      const int32_t binding = w.binding;
       TimeNs tail = sync_tail_;
-      if (own_copy(w.task, binding)) tail = copy_tails.Find(T(binding).name, T(binding).bytes).value_or(sync_tail_);
+      if (own_copy(w)) tail = copy_tails.Find(T(binding).name, T(binding).bytes).value_or(sync_tail_);
       for (int32_t a : w.awaited) {
         const bool binds = a == binding;
         graph_.AddEdge(a, w.task, EdgeKind::kSync, Latency(ce - End(a), binds ? tail : sync_tail_, binds));
