@@ -127,7 +127,7 @@ absl::StatusOr<bool> RunPass(const PassInfo& info, Graph& g, PassContext& contex
 }
 
 void RequireResourceChains(const Graph& g) {
-  const absl::Status chains = ValidateResourceChains(g);
+  const absl::Status chains = g.ValidateResourceChains();
   INFO(chains.message());
   REQUIRE(chains.ok());
 }

@@ -56,7 +56,7 @@ std::string AllNotes(const PassContext& context);
 // what Pass::Run returns.
 absl::StatusOr<bool> RunPass(const PassInfo& info, Graph& g, PassContext& context, const OptionMap& options = {});
 
-// REQUIREs that ValidateResourceChains(g) passes (what a pass that changed
+// REQUIREs that g.ValidateResourceChains() passes (what a pass that changed
 // the graph must leave).
 void RequireResourceChains(const Graph& g);
 

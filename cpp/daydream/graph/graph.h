@@ -247,7 +247,7 @@ class Graph {
   // edges between distinct existing tasks, no cycle, non-negative durations,
   // gaps and lags, iteration anchors valid. The error names the first
   // offending task or edge.
-  // Times or sizes out of range (see ValidateRanges in graph.cc) are OutOfRange errors,
+  // Times or sizes out of range (see RangeCheck in graph.cc) are OutOfRange errors,
   // every other broken invariant FailedPrecondition.
   absl::Status Validate() const;
 
@@ -262,6 +262,15 @@ class Graph {
 
   // Validate, less the cycle check: for a caller that ran FindCycleTask.
   absl::Status ValidateAllButCycles() const;
+
+  // Validate, and what every graph pass must keep besides: on each resource
+  // the sequential edges form one chain (at most one sequential predecessor
+  // and successor per task, both on the task's resource), reported after any
+  // other error. Without `check_cycles`, no cycle search: for a caller that
+  // knows the edges' ends and kinds are those of a graph that passed it.
+  absl::Status ValidateEdited(bool check_cycles) const;
+  // The resource chains alone (and the edges' ends in range).
+  absl::Status ValidateResourceChains() const;
 
   std::string_view Str(StringId id) const { return strings.Get(id); }
   std::string_view TaskName(int32_t task) const { return strings.Get(tasks[static_cast<size_t>(task)].name); }
@@ -288,8 +297,7 @@ class Graph {
   ProfilerOverheadRemoval profiler_overhead;
 
  private:
-  absl::Status ValidateImpl(bool check_cycles) const;
-  absl::Status ValidateRanges() const;
+  absl::Status ValidateImpl(bool check_cycles, bool check_chains) const;
 
   std::vector<int32_t> out_offsets_;
   std::vector<int32_t> out_index_;

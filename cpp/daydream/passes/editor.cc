@@ -135,26 +135,6 @@ absl::StatusOr<std::vector<int32_t>> SelectTasks(const Graph& graph, const TaskS
   return out;
 }
 
-absl::Status ValidateResourceChains(const Graph& graph) {
-  std::vector<int32_t> seq_in(graph.tasks.size(), 0), seq_out(graph.tasks.size(), 0);
-  for (size_t i = 0; i < graph.edges.size(); ++i) {
-    const Edge& e = graph.edges[i];
-    if (e.kind != EdgeKind::kSequential) continue;
-    const int32_t ra = graph.tasks[static_cast<size_t>(e.from)].resource;
-    const int32_t rb = graph.tasks[static_cast<size_t>(e.to)].resource;
-    if (ra != rb) {
-      return absl::FailedPreconditionError(StrCat("sequential edge ", i, " joins tasks ", e.from, " and ", e.to,
-                                                  " on different resources"));
-    }
-    if (++seq_out[static_cast<size_t>(e.from)] > 1 || ++seq_in[static_cast<size_t>(e.to)] > 1) {
-      return absl::FailedPreconditionError(
-          StrCat("resource order broken at edge ", i, " (", e.from, " -> ", e.to,
-                 "): a task has two sequential successors or predecessors on its resource"));
-    }
-  }
-  return absl::OkStatus();
-}
-
 GraphEditor::GraphEditor(Graph& graph) : graph_(graph) {
   if (!graph_.has_adjacency()) graph_.BuildAdjacency();
   base_tasks_ = graph_.tasks.size();
@@ -474,8 +454,7 @@ absl::Status GraphEditor::Commit() {
   // the structural checks look at.
   if (!StructureChanged()) return absl::OkStatus();
   Compact();
-  DD_RETURN_IF_ERROR(graph_.Validate());
-  return ValidateResourceChains(graph_);
+  return graph_.ValidateEdited(/*check_cycles=*/true);
 }
 
 void GraphEditor::Compact() {

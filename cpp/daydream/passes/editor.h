@@ -44,11 +44,6 @@ absl::StatusOr<std::vector<int32_t>> SelectTasks(const Graph& graph, const TaskS
 // "at::native::vectorized_elementwise_kernel").
 std::string KernelFunctionName(std::string_view name);
 
-// Checks what passes must keep: on every resource the sequential edges form
-// one chain (at most one sequential predecessor and successor per task, both
-// on the task's resource).
-absl::Status ValidateResourceChains(const Graph& graph);
-
 // Work a CPU's speed decides: an operator, runtime call, data load, sync or
 // unclassified task on a CPU thread (not a collective, kernel or copy).
 bool IsCpuWork(const Graph& graph, const Task& task);

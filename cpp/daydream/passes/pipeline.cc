@@ -58,11 +58,7 @@ absl::StatusOr<bool> Pipeline::Run(Graph& graph, PassContext& context) {
     changed = true;
     // Validate first: building the adjacency trusts the edges' task ids.
     const bool same_edges = graph.tasks.size() == tasks_before && SameEdgeEnds(graph, ends_before);
-    absl::Status valid = same_edges ? graph.ValidateAllButCycles() : graph.Validate();
-    if (valid.ok()) {
-      if (!graph.has_adjacency()) graph.BuildAdjacency();
-      valid = ValidateResourceChains(graph);
-    }
+    const absl::Status valid = graph.ValidateEdited(/*check_cycles=*/!same_edges);
     if (absl::IsOutOfRange(valid)) {
       // Times beyond what can be simulated come from the pass's options (a
       // factor too large for this graph), not from a bug.
@@ -71,6 +67,7 @@ absl::StatusOr<bool> Pipeline::Run(Graph& graph, PassContext& context) {
     if (!valid.ok()) {
       return absl::InternalError(StrCat(pass->name(), " left an invalid graph (a daydream bug): ", valid.message()));
     }
+    if (!graph.has_adjacency()) graph.BuildAdjacency();
   }
   return changed;
 }

@@ -137,6 +137,62 @@ TEST_CASE("Validate refuses byte counts whose sums would overflow", "[graph][err
   CHECK(Msg(f.g.Validate()) == "the tensors together: " + limit);
 }
 
+TEST_CASE("Validate reports a broken invariant anywhere before a time out of range", "[graph][errors]") {
+  // One pass over the tasks and one over the edges check everything; a range
+  // error found first waits for the structural checks of the whole graph.
+  Fixture f;
+  const int32_t a = f.Add("a", f.cpu, 1);
+  const int32_t b = f.Add("b", f.cpu, 1);
+  f.g.AddEdge(a, b, EdgeKind::kSequential);
+  f.g.tasks[0].recorded_start_ns = kMaxTimeNs;  // out of range, on the first task
+  CHECK(absl::IsOutOfRange(f.g.Validate()));
+  CHECK_THAT(Msg(f.g.Validate()), Catch::StartsWith("task 0 (a): times this large"));
+  SECTION("a later task's bad resource") {
+    f.g.tasks[1].resource = 5;
+    CHECK(Msg(f.g.Validate()) == "task 1 (b): resource 5 does not exist (2 resources)");
+  }
+  SECTION("an edge's negative lag") {
+    f.g.edges[0].lag_ns = -1;
+    CHECK(Msg(f.g.Validate()) == "edge 0: negative lag");
+  }
+  SECTION("a tensor's missing producer") {
+    Tensor t;
+    t.name = f.g.strings.Intern("grad");
+    t.producer = 7;
+    f.g.AddTensor(t);
+    CHECK(Msg(f.g.Validate()) == "tensor 0 (grad): producer 7 does not exist");
+  }
+  SECTION("the first failure in range order, not the largest") {
+    f.g.edges[0].lag_ns = kMaxTimeNs;  // also out of range, after the task
+    CHECK_THAT(Msg(f.g.Validate()), Catch::StartsWith("task 0 (a): "));
+    f.g.tasks[0].recorded_start_ns = 0;
+    CHECK_THAT(Msg(f.g.Validate()), Catch::StartsWith("edge 0's lag: "));
+  }
+}
+
+TEST_CASE("ValidateEdited adds the resource chains, reported after every other error", "[graph][errors]") {
+  Fixture f;
+  const int32_t a = f.Add("a", f.cpu, 1);
+  const int32_t b = f.Add("b", f.cpu, 1);
+  const int32_t c = f.Add("c", f.cpu, 1);
+  f.g.AddEdge(a, b, EdgeKind::kSequential);
+  f.g.AddEdge(a, c, EdgeKind::kSequential);  // a has two successors on its thread
+  CHECK(f.g.Validate().ok());                // not Validate's business
+  for (const bool cycles : {true, false}) {
+    const absl::Status s = f.g.ValidateEdited(cycles);
+    CHECK(s.code() == absl::StatusCode::kFailedPrecondition);
+    CHECK(Msg(s) == "resource order broken at edge 1 (0 -> 2): a task has two sequential successors or predecessors "
+                    "on its resource");
+  }
+  CHECK(Msg(f.g.ValidateResourceChains()) == Msg(f.g.ValidateEdited(true)));
+  f.g.tasks[2].duration_ns = kMaxTimeNs;
+  CHECK_THAT(Msg(f.g.ValidateEdited(true)), Catch::StartsWith("task 2 (c): times this large"));
+  f.g.tasks[2].duration_ns = 1;
+  f.g.edges[1].to = b;
+  f.g.tasks[1].resource = f.gpu;
+  CHECK(Msg(f.g.ValidateEdited(false)) == "sequential edge 0 joins tasks 0 and 1 on different resources");
+}
+
 TEST_CASE("Validate catches a self edge", "[graph]") {
   Fixture f;
   f.Add("a", f.cpu, 1);

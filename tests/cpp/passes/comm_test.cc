@@ -433,7 +433,7 @@ TEST_CASE("data_parallel inserts one chained all-reduce per bucket feeding the G
   }
   CHECK(t.g.has_adjacency());
   CHECK(t.g.Validate().ok());
-  CHECK(ValidateResourceChains(t.g).ok());
+  CHECK(t.g.ValidateResourceChains().ok());
   REQUIRE(context.notes.size() == 1);
   CHECK_THAT(context.notes[0], Catch::Contains("4 ranks") && Catch::Contains("ring") && Catch::Contains("ib100") &&
                                    Catch::Contains("3 buckets"));
@@ -640,7 +640,7 @@ TEST_CASE("data_parallel with comm_cpu_share runs that share of each all-reduce 
     CHECK(shared.g.tasks[static_cast<size_t>(cpu)].duration_ns == RoundNs(0.5 * static_cast<double>(ar.duration_ns)));
     CHECK(HasEdge(shared.g, cpu, shared.cpu_opt[i / 3], EdgeKind::kData));
   }
-  CHECK(ValidateResourceChains(shared.g).ok());
+  CHECK(shared.g.ValidateResourceChains().ok());
   REQUIRE(context.notes.size() == 1);
   CHECK_THAT(context.notes[0], Catch::Contains("comm_cpu_share 0.5"));
   // The backward work after a bucket waits for its CPU share: the step is
@@ -686,7 +686,7 @@ TEST_CASE("data_parallel with ddp_cpu options runs DDP's reducer work on the iss
     CHECK(HasEdge(ddp.g, reducer, inserted[i], EdgeKind::kData));  // the all-reduce waits for it
     CHECK(ddp.g.TaskName(*(at + 2)) == std::string(ddp.g.TaskName(inserted[i])) + ": CPU share");
   }
-  CHECK(ValidateResourceChains(ddp.g).ok());
+  CHECK(ddp.g.ValidateResourceChains().ok());
   REQUIRE(!context.notes.empty());
   CHECK_THAT(context.notes[0], Catch::Contains("DDP's reducer 0.171 ms per iteration"));
   CHECK(Makespan(ddp.g) > Makespan(plain.g));
@@ -1001,7 +1001,7 @@ TEST_CASE("tensor_fusion with comm_cpu_share replaces the calls that issued the 
     REQUIRE(share >= 0);
     CHECK(shared.g.tasks[static_cast<size_t>(share)].resource == shared.gpu);
   }
-  CHECK(ValidateResourceChains(shared.g).ok());
+  CHECK(shared.g.ValidateResourceChains().ok());
   CHECK_THAT(context.notes[0], Catch::Contains("replaced 6 recorded gradient all-reduces and the 6 calls"));
   // One call issues each new bucket's all-reduce, as long as the recorded
   // ones (20 us), on the thread, before the all-reduce.
@@ -1312,7 +1312,7 @@ TEST_CASE("tensor_fusion replaces recorded all-reduces and times its own by a ne
     CHECK(std::llabs(t.g.tasks[static_cast<size_t>(inserted[i])].duration_ns - recorded[i]) <= 2);
   }
   CHECK(t.g.Validate().ok());
-  CHECK(ValidateResourceChains(t.g).ok());
+  CHECK(t.g.ValidateResourceChains().ok());
   REQUIRE(context.notes.size() == 2);
   CHECK_THAT(context.notes[0], Catch::Contains("replaced 8 recorded gradient all-reduces"));
   CHECK_THAT(context.notes[1], Catch::Contains("trace fit") && Catch::Contains("4 ranks"));
@@ -1374,7 +1374,7 @@ TEST_CASE("data_parallel on the ResNet-50 trace all-reduces its 25.6 M parameter
   }
   CHECK(grad_bytes == Approx(25.56e6 * 4).epsilon(0.01));
   CHECK(g.Validate().ok());
-  CHECK(ValidateResourceChains(g).ok());
+  CHECK(g.ValidateResourceChains().ok());
 }
 
 TEST_CASE("tensor_fusion replaces the all-reduces of a real 2-rank DDP trace", "[comm]") {
@@ -1398,7 +1398,7 @@ TEST_CASE("tensor_fusion replaces the all-reduces of a real 2-rank DDP trace", "
   REQUIRE_FALSE(context.notes.empty());
   CHECK_THAT(context.notes[0], Catch::Contains("replaced " + std::to_string(recorded)));
   CHECK(g.Validate().ok());
-  CHECK(ValidateResourceChains(g).ok());
+  CHECK(g.ValidateResourceChains().ok());
 }
 
 TEST_CASE("data_parallel refuses a real DDP trace: it already communicates", "[comm]") {

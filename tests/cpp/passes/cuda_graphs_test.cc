@@ -269,7 +269,7 @@ TEST_CASE("cuda_graphs on the V100 ResNet trace removes thousands of launches pe
   INFO((changed.ok() ? AllNotes(context) : std::string(changed.status().message())));
   REQUIRE(changed.ok());
   CHECK(*changed);
-  REQUIRE(ValidateResourceChains(g).ok());
+  REQUIRE(g.ValidateResourceChains().ok());
   int64_t graph_launches = 0, launches_before = 0, launches_after = 0;
   TimeNs gpu_before = 0, gpu_after = 0;
   for (size_t i = 0; i < g.tasks.size(); ++i) {

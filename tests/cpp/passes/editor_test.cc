@@ -223,22 +223,22 @@ TEST_CASE("ValidateResourceChains accepts one chain per resource and rejects for
   const int32_t k = f.Add("k", f.gpu);
   f.Chain({a, b, c});
   f.g.AddEdge(a, k, EdgeKind::kLaunch);  // other kinds cross resources freely
-  CHECK(ValidateResourceChains(f.g).ok());
+  CHECK(f.g.ValidateResourceChains().ok());
 
   SECTION("two sequential successors") {
     f.g.AddEdge(a, c, EdgeKind::kSequential);
-    const absl::Status s = ValidateResourceChains(f.g);
+    const absl::Status s = f.g.ValidateResourceChains();
     CHECK(s.code() == absl::StatusCode::kFailedPrecondition);
     CHECK_THAT(std::string(s.message()), Catch::Contains("resource order broken"));
   }
   SECTION("two sequential predecessors") {
     const int32_t d = f.Add("d", f.cpu);
     f.g.AddEdge(d, c, EdgeKind::kSequential);
-    CHECK(ValidateResourceChains(f.g).code() == absl::StatusCode::kFailedPrecondition);
+    CHECK(f.g.ValidateResourceChains().code() == absl::StatusCode::kFailedPrecondition);
   }
   SECTION("a sequential edge across resources") {
     f.g.AddEdge(c, k, EdgeKind::kSequential);
-    const absl::Status s = ValidateResourceChains(f.g);
+    const absl::Status s = f.g.ValidateResourceChains();
     CHECK(s.code() == absl::StatusCode::kFailedPrecondition);
     CHECK_THAT(std::string(s.message()), Catch::Contains("different resources"));
   }

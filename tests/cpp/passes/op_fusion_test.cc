@@ -363,7 +363,7 @@ TEST_CASE("op_fusion on the V100 ResNet trace removes launches and shortens GPU 
   REQUIRE(changed.ok());
   CHECK(*changed);
   INFO(AllNotes(context));
-  REQUIRE(ValidateResourceChains(g).ok());
+  REQUIRE(g.ValidateResourceChains().ok());
   auto count = [](const Graph& graph, TaskKind kind) {
     int64_t n = 0;
     TimeNs total = 0;

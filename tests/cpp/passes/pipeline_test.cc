@@ -101,6 +101,8 @@ class BreakingPass : public Pass {
       graph.AddEdge(0, graph.AddTask(t), EdgeKind::kSequential);  // a gets two successors
     } else if (how_ == "rewired cycle") {
       graph.edges[0] = Edge{2, 0, EdgeKind::kData, 0};  // a -> b becomes k -> a, while a launches k
+    } else if (how_ == "moved") {
+      graph.tasks[1].resource = graph.tasks[2].resource;  // b leaves a's thread, its sequential edge stays
     } else if (how_ == "negative") {
       graph.tasks[1].duration_ns = -5;
     } else if (how_ == "slower") {
@@ -230,6 +232,10 @@ TEST_CASE("pipeline reports a pass that leaves an invalid graph", "[pipeline]") 
   SECTION("a resource with two chains") {
     pipeline.AddPass<BreakingPass>("fork");
     expected = "resource order broken";
+  }
+  SECTION("a task moved off its resource's chain (every edge as it was)") {
+    pipeline.AddPass<BreakingPass>("moved");
+    expected = "on different resources";
   }
   SECTION("a negative duration") {
     pipeline.AddPass<BreakingPass>("negative");
