@@ -30,30 +30,18 @@ std::vector<TimeShare> ToShares(const std::map<std::string, TimeNs>& m, TimeNs d
 
 }  // namespace
 
-TimeBreakdown Breakdown(const Graph& graph, const Schedule& schedule) {
-  // Summed per phase and per resource first (a name per task was a string
-  // map lookup per task, a tenth of a search loop's predict), then by name:
-  // resources may share one.
-  std::vector<TimeNs> phase_busy(kNumPhases, 0), resource_busy(graph.resources.size(), 0);
-  std::vector<uint8_t> phase_seen(kNumPhases, 0), resource_seen(graph.resources.size(), 0);
-  const bool whole = graph.iterations.empty();
-  for (size_t t = 0; t < graph.tasks.size(); ++t) {
-    const Task& task = graph.tasks[t];
-    if (!whole && task.iteration < 0) continue;
-    const TimeNs busy = schedule.end_ns[t] - schedule.start_ns[t];
-    const auto phase = static_cast<size_t>(task.phase);
-    const auto resource = static_cast<size_t>(task.resource);
-    phase_busy[phase] += busy;
-    phase_seen[phase] = 1;
-    resource_busy[resource] += busy;
-    resource_seen[resource] = 1;
-  }
+TimeBreakdown Breakdown(const Graph& graph, const ReplayReport& report) {
+  // Named from the report's sums per phase and per resource (a name per task
+  // was a string map lookup per task, a tenth of a search loop's predict);
+  // resources may share a name.
   std::map<std::string, TimeNs> by_phase, by_resource;
-  for (size_t k = 0; k < phase_busy.size(); ++k) {
-    if (phase_seen[k]) by_phase[std::string(PhaseName(static_cast<Phase>(k)))] += phase_busy[k];
+  for (size_t k = 0; k < report.phase_busy_ns.size(); ++k) {
+    const TimeNs busy = report.phase_busy_ns[k];
+    if (busy >= 0) by_phase[std::string(PhaseName(static_cast<Phase>(k)))] += busy;
   }
-  for (size_t r = 0; r < resource_busy.size(); ++r) {
-    if (resource_seen[r]) by_resource[std::string(graph.Str(graph.resources[r].name))] += resource_busy[r];
+  for (size_t r = 0; r < report.resource_busy_ns.size() && r < graph.resources.size(); ++r) {
+    const TimeNs busy = report.resource_busy_ns[r];
+    if (busy >= 0) by_resource[std::string(graph.Str(graph.resources[r].name))] += busy;
   }
   const auto n = static_cast<TimeNs>(std::max<size_t>(1, graph.iterations.size()));
   return TimeBreakdown{ToShares(by_phase, n), ToShares(by_resource, n)};
@@ -111,8 +99,8 @@ absl::StatusOr<Prediction> Predict(const Graph& baseline, const std::vector<Pass
   p.replayed_ns = MedianOf(replayed_steps);
   p.predicted_ns = MedianOf(predicted);
   p.speedup = p.predicted_ns > 0 ? static_cast<double>(p.replayed_ns) / static_cast<double>(p.predicted_ns) : 1.0;
-  p.before = Breakdown(baseline, p.baseline->schedule);
-  p.after = Breakdown(p.predicted_graph, p.predicted->schedule);
+  p.before = Breakdown(baseline, p.baseline->report);
+  p.after = Breakdown(p.predicted_graph, p.predicted->report);
   return p;
 }
 

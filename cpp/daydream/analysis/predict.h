@@ -74,7 +74,9 @@ absl::StatusOr<Prediction> Predict(const Graph& baseline, const std::vector<Pass
                                    std::shared_ptr<const ReplayedGraph> replayed = nullptr,
                                    PredictScratch* scratch = nullptr);
 
-TimeBreakdown Breakdown(const Graph& graph, const Schedule& schedule);
+// Busy time per phase and per resource name, per iteration, most first: the
+// report's sums (ReplayReport::phase_busy_ns, resource_busy_ns) named.
+TimeBreakdown Breakdown(const Graph& graph, const ReplayReport& report);
 
 }  // namespace daydream
 

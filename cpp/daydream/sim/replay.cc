@@ -210,8 +210,16 @@ ReplayReport MakeReplayReport(const Graph& graph, const Schedule& schedule) {
   std::vector<uint8_t> device_seen(report.iterations.size(), 0);
   std::vector<TimeNs> device_rec_lo(report.iterations.size(), 0), device_rec_hi(report.iterations.size(), 0);
   std::vector<TimeNs> device_sim_lo(report.iterations.size(), 0), device_sim_hi(report.iterations.size(), 0);
+  report.phase_busy_ns.assign(kNumPhases, -1);
+  report.resource_busy_ns.assign(graph.resources.size(), -1);
+  auto add_busy = [](TimeNs& sum, TimeNs busy) { sum = std::max<TimeNs>(sum, 0) + busy; };
   for (size_t t = 0; t < graph.tasks.size(); ++t) {
     const Task& task = graph.tasks[t];
+    if (report.whole_trace || task.iteration >= 0) {
+      const TimeNs busy = schedule.end_ns[t] - schedule.start_ns[t];
+      add_busy(report.phase_busy_ns[static_cast<size_t>(task.phase)], busy);
+      add_busy(report.resource_busy_ns[static_cast<size_t>(task.resource)], busy);
+    }
     const ResourceKind rk = graph.resources[static_cast<size_t>(task.resource)].kind;
     if (rk == ResourceKind::kCpuThread || rk == ResourceKind::kUnspecified) continue;
     const TimeNs recorded = task.recorded_start_ns - graph.origin_ns;

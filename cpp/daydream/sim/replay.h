@@ -76,6 +76,11 @@ struct ReplayReport {
   TimeNs gpu_start_error_p50_ns = 0;
   TimeNs gpu_start_error_p95_ns = 0;
   CriticalPathSummary critical_path;
+  // Replayed busy time (end - start) of the tasks in the iterations (of every
+  // task for a whole trace), summed per phase (by Phase) and per resource (by
+  // index); -1 where no such task ran. Breakdown (analysis/predict.h) names them.
+  std::vector<TimeNs> phase_busy_ns;
+  std::vector<TimeNs> resource_busy_ns;
 };
 
 // Measured vs replayed for every iteration of `graph` under `schedule`. A graph

@@ -260,7 +260,7 @@ TEST_CASE("Predict's breakdown sums resources that share a name into one row", "
   REQUIRE(g.Validate().ok());
   absl::StatusOr<Schedule> s = Simulate(g);
   REQUIRE(s.ok());
-  const TimeBreakdown b = Breakdown(g, *s);
+  const TimeBreakdown b = Breakdown(g, MakeReplayReport(g, *s));
   int rows = 0;
   for (const TimeShare& share : b.by_resource) rows += share.name == "stream 7" ? 1 : 0;
   CHECK(rows == 1);
