@@ -62,6 +62,12 @@ absl::StatusOr<Prediction> Predict(const Graph& baseline, const std::vector<Pass
     return absl::InvalidArgumentError(StrCat("predict: the baseline replay given has ", replayed->schedule.start_ns.size(),
                                              " tasks, the baseline graph ", baseline.tasks.size()));
   }
+  // Its busy time per resource becomes the breakdown before the change.
+  if (replayed != nullptr && replayed->report.resource_busy_ns.size() != baseline.resources.size()) {
+    return absl::InvalidArgumentError(StrCat("predict: the baseline replay given has ",
+                                             replayed->report.resource_busy_ns.size(), " resources, the baseline graph ",
+                                             baseline.resources.size()));
+  }
   Prediction p;
   p.passes = passes;
   Pipeline pipeline;

@@ -105,8 +105,8 @@ class GraphEditor {
   // resource chains). When no task or edge was added or removed, none of that
   // is needed and nothing is checked: ScaleDuration keeps durations
   // non-negative, and whether the new times are within the simulator's range
-  // is left to Graph::Validate (which Pipeline runs after every pass that
-  // changed the graph). The editor must not be used afterwards.
+  // is left to Graph::ValidateEdited (which Pipeline runs after every pass
+  // that changed the graph). The editor must not be used afterwards.
   absl::Status Commit();
 
   // Number of edits made (0: the graph is unchanged).

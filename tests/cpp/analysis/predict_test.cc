@@ -296,6 +296,17 @@ TEST_CASE("Predict reuses a baseline replay it is given, and checks that it fits
   REQUIRE_FALSE(refused.ok());
   CHECK(refused.status().code() == absl::StatusCode::kInvalidArgument);
   CHECK_THAT(std::string(refused.status().message()), Catch::Contains("baseline replay"));
+
+  // As is one of a graph with the same tasks on other resources: the
+  // breakdown before the change comes from the replay's busy times.
+  Graph more = g;
+  more.AddResource(Resource{ResourceKind::kCpuThread, 1, 99, more.strings.Intern("thread 99")});
+  absl::StatusOr<std::shared_ptr<const ReplayedGraph>> elsewhere = ReplayGraph(more);
+  REQUIRE(elsewhere.ok());
+  refused = Predict(g, {{"scale", {}}}, *elsewhere);
+  REQUIRE_FALSE(refused.ok());
+  CHECK(refused.status().code() == absl::StatusCode::kInvalidArgument);
+  CHECK_THAT(std::string(refused.status().message()), Catch::Contains("resources"));
 }
 
 TEST_CASE("Predict in a scratch gives what it gives without, variant after variant", "[predict]") {
