@@ -345,8 +345,8 @@ absl::Status Graph::ValidateResourceChains() const {
 }
 
 // One pass over the tasks and one over the edges, all checks in each (three
-// passes over each before, and another over the edges for the chains: a
-// sixth of a search variant on a million tasks).
+// over each before, the chains' included: a seventh of a what-if search's
+// variant on big_1m, 434 k tasks).
 absl::Status Graph::ValidateImpl(bool check_cycles, bool check_chains) const {
   const auto n = static_cast<int64_t>(tasks.size());
   const auto num_resources = static_cast<int64_t>(resources.size());
