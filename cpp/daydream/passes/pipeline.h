@@ -1,5 +1,6 @@
 // Runs passes in order and verifies the graph after each one that changed it
-// (ids and edges valid, no cycle, one chain per resource), as XLA's
+// (Graph::ValidateEdited: ids and edges valid, no cycle, times in range, one
+// chain per resource), as XLA's
 // HloPassPipeline runs its verifier.
 #ifndef DAYDREAM_PASSES_PIPELINE_H_
 #define DAYDREAM_PASSES_PIPELINE_H_

@@ -215,7 +215,10 @@ ReplayReport MakeReplayReport(const Graph& graph, const Schedule& schedule) {
   auto add_busy = [](TimeNs& sum, TimeNs busy) { sum = std::max<TimeNs>(sum, 0) + busy; };
   for (size_t t = 0; t < graph.tasks.size(); ++t) {
     const Task& task = graph.tasks[t];
-    if (report.whole_trace || task.iteration >= 0) {
+    // In an iteration (every task of a whole trace), and which one.
+    const bool counted = report.whole_trace || task.iteration >= 0;
+    const size_t i = report.whole_trace ? 0 : static_cast<size_t>(task.iteration);
+    if (counted) {
       const TimeNs busy = schedule.end_ns[t] - schedule.start_ns[t];
       add_busy(report.phase_busy_ns[static_cast<size_t>(task.phase)], busy);
       add_busy(report.resource_busy_ns[static_cast<size_t>(task.resource)], busy);
@@ -225,26 +228,24 @@ ReplayReport MakeReplayReport(const Graph& graph, const Schedule& schedule) {
     const TimeNs recorded = task.recorded_start_ns - graph.origin_ns;
     // Device work of an iteration: GPU streams and network channels. Tasks
     // inserted by passes have no recorded place; their replayed one counts.
-    const size_t di = report.whole_trace ? 0 : static_cast<size_t>(task.iteration);
-    if (report.whole_trace || task.iteration >= 0) {
+    if (counted) {
       const bool inserted = task.trace_event < 0;
       const TimeNs rec_start = inserted ? schedule.start_ns[t] : recorded;
       const TimeNs rec_end = inserted ? schedule.end_ns[t] : recorded + task.duration_ns;
-      if (!device_seen[di]) {
-        device_seen[di] = 1;
-        device_rec_lo[di] = rec_start, device_rec_hi[di] = rec_end;
-        device_sim_lo[di] = schedule.start_ns[t], device_sim_hi[di] = schedule.end_ns[t];
+      if (!device_seen[i]) {
+        device_seen[i] = 1;
+        device_rec_lo[i] = rec_start, device_rec_hi[i] = rec_end;
+        device_sim_lo[i] = schedule.start_ns[t], device_sim_hi[i] = schedule.end_ns[t];
       } else {
-        device_rec_lo[di] = std::min(device_rec_lo[di], rec_start);
-        device_rec_hi[di] = std::max(device_rec_hi[di], rec_end);
-        device_sim_lo[di] = std::min(device_sim_lo[di], schedule.start_ns[t]);
-        device_sim_hi[di] = std::max(device_sim_hi[di], schedule.end_ns[t]);
+        device_rec_lo[i] = std::min(device_rec_lo[i], rec_start);
+        device_rec_hi[i] = std::max(device_rec_hi[i], rec_end);
+        device_sim_lo[i] = std::min(device_sim_lo[i], schedule.start_ns[t]);
+        device_sim_hi[i] = std::max(device_sim_hi[i], schedule.end_ns[t]);
       }
     }
     if (rk != ResourceKind::kGpuStream) continue;
     start_errors.push_back(std::abs(schedule.start_ns[t] - recorded));
-    const size_t i = report.whole_trace ? 0 : static_cast<size_t>(task.iteration);
-    if (!report.whole_trace && task.iteration < 0) continue;
+    if (!counted) continue;
     const TimeNs rec_end = recorded + task.duration_ns;
     if (!seen[i]) {
       seen[i] = 1;
