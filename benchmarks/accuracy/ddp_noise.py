@@ -13,11 +13,15 @@ the other slept 5 ms before every all-reduce (near the wall time if gloo's
 threads spin while they wait, near zero if they sleep). ``--comm-threads realtime`` runs gloo's
 threads at SCHED_FIFO, as ``run.py --comm-threads realtime`` does;
 ``--phases`` times forward, backward and optimizer step of the model in DDP
-with the harness's small buckets, with one bucket, and plain, instead.
+with the harness's small buckets, with one bucket, and plain, instead;
+``--decompose`` takes the harness's data_parallel step apart instead: the
+plain step alone and on both ranks at once, DDP with nothing to
+communicate, DDP, and DDP's all-reduces timed from issue to end.
 
     python benchmarks/accuracy/ddp_noise.py --model mlp --cap 25 --jobs 3
     python benchmarks/accuracy/ddp_noise.py --model mlp --jobs 2 --comm-threads realtime
     python benchmarks/accuracy/ddp_noise.py --model transformer --jobs 1 --phases --comm-threads realtime
+    python benchmarks/accuracy/ddp_noise.py --model transformer --jobs 2 --decompose --steps 400
 
 Diagnostic only: nothing here feeds a prediction (docs/accuracy.md, "How far
 the two-process truth itself moves").
@@ -72,6 +76,12 @@ def rank_main(rank: int, port: int, a: argparse.Namespace, queue: Any) -> None:
             dist.barrier()  # gloo's threads exist once it has communicated
             realtime_comm_threads()
         x, y = make_batch(a.model, BATCH[a.model], seed=rank)
+        if a.decompose:
+            result = decompose(a, rank, dist, DDP, build, adam, loss_for(a.model), x, y, training_step)
+            if rank == 0:
+                queue.put({"decompose": result})
+            dist.barrier()
+            return
         if a.phases:
             if rank == 0:
                 queue.put({"phases": phase_times(a, dist, DDP, build, adam, grad_mb, loss_for(a.model), x, y)})
@@ -226,6 +236,55 @@ def phase_times(a: argparse.Namespace, dist: Any, DDP: Any, build: Any, adam: An
     return {k: {phase: statistics.median(v) for phase, v in d.items()} for k, d in times.items()}
 
 
+def decompose(a: argparse.Namespace, rank: int, dist: Any, DDP: Any, build: Any, adam: Any, loss_fn: Any,
+              x: Any, y: Any, training_step: Any) -> Dict[str, Dict[str, float]]:
+    """``--decompose``: the harness's data_parallel step taken apart, in
+    interleaved rounds as run.py times it (blocks of ``--block`` steps, a
+    barrier after each): the plain step on rank 0 while rank 1 waits in the
+    barrier (the harness's baseline), the plain step on both ranks at once,
+    DDP with a comm hook that returns each bucket as it is and no buffer
+    broadcast (DDP's own CPU work on two ranks, no communication; run.py
+    times it too), and DDP as it is. Rank 0's
+    medians and means, ms."""
+    from run import interleaved, keep_bucket  # noqa: PLC0415
+
+    plain = build(a.model)
+    noop = DDP(build(a.model), forward_sync_buffers=False)
+    noop.register_comm_hook(None, keep_bucket)
+    ddp = DDP(build(a.model))
+    # DDP whose hook times each all-reduce from its issue to its end.
+    timed = DDP(build(a.model))
+    spans: List[float] = []
+
+    def timed_all_reduce(_state, bucket):  # type: ignore[no-untyped-def]  # as keep_bucket: no annotations
+        t0 = time.perf_counter()
+        fut = dist.all_reduce(bucket.buffer(), async_op=True).get_future()
+
+        def done(f):  # type: ignore[no-untyped-def]
+            spans.append((time.perf_counter() - t0) * 1e3)
+            return f.value()[0]
+
+        return fut.then(done)
+
+    timed.register_comm_hook(None, timed_all_reduce)
+    steps = {k: training_step(m, x, y, loss_fn, adam(m.parameters()))
+             for k, m in (("plain", plain), ("noop", noop), ("ddp", ddp), ("timed", timed))}
+    configs = {"plain step, rank 0 alone": steps["plain"] if rank == 0 else (lambda: None),
+               "plain step, both ranks": steps["plain"],
+               "DDP, no communication": steps["noop"],
+               "DDP": steps["ddp"],
+               "DDP, all-reduces timed": steps["timed"]}
+    times = interleaved(configs, a.warmup, max(a.steps // a.block, 2), a.block, sync=lambda _n: dist.barrier())
+    out = {}
+    for k, rounds in times.items():
+        flat = [t for r in rounds for t in r]
+        out[k] = {"median": statistics.median(flat), "mean": statistics.fmean(flat),
+                  "round_medians_median": statistics.median(statistics.median(r) for r in rounds)}
+    kept = spans[len(spans) - len(times["DDP, all-reduces timed"]) * len(times["DDP, all-reduces timed"][0]):]
+    out["its all-reduces, issue to end"] = {"median": statistics.median(kept), "mean": statistics.fmean(kept)}
+    return out
+
+
 def one_job(a: argparse.Namespace) -> Dict[str, Any]:
     import torch.multiprocessing as mp  # noqa: PLC0415
 
@@ -261,12 +320,19 @@ def main() -> int:
                     help="gloo's threads as the OS schedules them or at SCHED_FIFO 1 (as run.py; root or CAP_SYS_NICE)")
     ap.add_argument("--phases", action="store_true",
                     help="instead: forward, backward and optimizer of DDP with small buckets, with one, and plain")
+    ap.add_argument("--decompose", action="store_true",
+                    help="instead: the plain step alone and on both ranks, DDP without communication, and DDP")
+    ap.add_argument("--block", type=int, default=10, help="--decompose: steps per block, as run.py's --steps")
     a = ap.parse_args()
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     print(f"{a.model}, DDP bucket_cap_mb={a.cap:g}, gloo, 2 processes x 1 thread, gloo's threads {a.comm_threads}; "
           f"{a.jobs} jobs")
     for j in range(a.jobs):
         r = one_job(a)
+        if a.decompose:
+            for config, d in r["decompose"].items():
+                print(f"job {j + 1}: {config:<26} " + "  ".join(f"{k} {v:.3f}" for k, v in d.items()) + " ms")
+            continue
         if a.phases:
             for config, d in r["phases"].items():
                 print(f"job {j + 1}: {config:<28} " + "  ".join(f"{p} {v:.3f}" for p, v in d.items()) + " ms")

@@ -295,6 +295,17 @@ def summarize(times: Dict[str, List[List[float]]], base: str, opt: str) -> Dict[
     return {"baseline": stats(flat[base]), "optimized": stats(flat[opt]), "round_speedups": ratios}
 
 
+def keep_bucket(_state, bucket):  # type: ignore[no-untyped-def]  # DDP rejects a comm hook annotated otherwise
+    """A DDP communication hook that hands each bucket back as it is: DDP's
+    own CPU work (its forward wrapper, the reducer's hooks and copies) with
+    nothing communicated."""
+    import torch  # noqa: PLC0415
+
+    fut = torch.futures.Future()
+    fut.set_result(bucket.buffer())
+    return fut
+
+
 def adam(params: Any, **kw: Any) -> Any:
     import torch  # noqa: PLC0415
 
@@ -415,8 +426,15 @@ def ddp_rank(rank: int, world: int, port: int, exp: str, name: str, a: argparse.
             # Diagnostic, not predicted: the plain step on both ranks at once
             # (no DDP), i.e. what sharing the machine with a second process
             # costs before any communication.
+            # And DDP with nothing to communicate (keep_bucket, no buffer
+            # broadcast) on both ranks: DDP's own CPU work as the ranks run it.
+            # The optimized step less it is what communicating costs, the
+            # part of the truth that the network calibration prices.
+            quiet = DDP(build(name), forward_sync_buffers=False)
+            quiet.register_comm_hook(None, keep_bucket)
             run = {"baseline": configs["baseline"] if rank == 0 else (lambda: None), "optimized": configs["optimized"],
-                   "two_plain": configs["baseline"]}
+                   "two_plain": configs["baseline"],
+                   "ddp_no_comm": training_step(quiet, x, y, loss_fn, adam(quiet.parameters()))}
             if a.comm_threads == "realtime":
                 comm_threads = realtime_comm_threads()  # and any thread the calibration started
             times = interleaved(run, a.warmup, a.rounds, a.steps, sync=lambda _n: dist.barrier())
@@ -425,6 +443,7 @@ def ddp_rank(rank: int, world: int, port: int, exp: str, name: str, a: argparse.
                 prof = capture(configs["baseline"], plain, plain_opt, a.active)
                 out = summarize(times, "baseline", "optimized")
                 out["two_plain_processes"] = stats([t for r in times["two_plain"] for t in r])
+                out["ddp_no_comm"] = stats([t for r in times["ddp_no_comm"] for t in r])
                 # DDP's own CPU work: measured by predict on the model itself
                 # (ddp_cpu_phase_times); the calibration's synthetic Linear
                 # stacks give the comparison row.
@@ -449,6 +468,10 @@ def ddp_rank(rank: int, world: int, port: int, exp: str, name: str, a: argparse.
                 out["prediction_beside_compute"] = predict(prof, "data_parallel",
                                                            {**options, "comm_cpu_share": 0, "buffer_bytes": 0})
                 out["prediction_no_gap"] = predict(prof, "data_parallel", {**options, "gap_latency": ""})
+                # The prediction with nothing to communicate, as ddp_no_comm.
+                out["prediction_no_comm"] = predict(prof, "data_parallel", {
+                    **options, "latency_us": 0.0, "bandwidth_gbps": 1e6, "gap_latency": "", "queued_latency_us": -1.0,
+                    "straggler_us": 0.0, "buffer_bytes": 0})
                 add_trimmed_gap(out, prof, "data_parallel", options, net)
                 add_median_network(out, prof, "data_parallel", options, net)
                 if corun:
@@ -802,6 +825,21 @@ def fmt_spread(s: Dict[str, float]) -> str:
     return f"{s['p10_ms']:.3f}–{s['p90_ms']:.3f}"
 
 
+def where_the_step_goes(r: Dict[str, Any]) -> str:
+    """data_parallel: the truth's step taken apart (medians of the
+    interleaved rounds) beside the prediction's (daydream's own predicted_ms,
+    before the ratio carry-over)."""
+    alone, both = r["baseline"]["median_ms"], r["two_plain_processes"]["median_ms"]
+    quiet, ddp = r["ddp_no_comm"]["median_ms"], r["optimized"]["median_ms"]
+    replayed = r["prediction"]["replayed_ms"]
+    p_quiet, p_ddp = r["prediction_no_comm"]["raw_predicted_ms"], r["prediction"]["raw_predicted_ms"]
+    return (f"where the DDP step's time goes (ms added, measured / predicted): the ranks computing at once and "
+            f"DDP's own CPU work {quiet - alone:+.3f} / {p_quiet - replayed:+.3f} (of it, without DDP "
+            f"{both - alone:+.3f} measured), communicating {ddp - quiet:+.3f} / {p_ddp - p_quiet:+.3f} "
+            f"(measured: DDP with a comm hook that returns each bucket as it is and no buffer broadcast, "
+            f"{quiet:.3f} ms; predicted: the network priced at zero, {p_quiet:.3f} ms)")
+
+
 def table(rows: List[Dict[str, Any]], meta: Dict[str, Any]) -> str:
     lines = [
         f"Regenerate with `make accuracy` ({meta['command']}; {meta['machine']}, torch {meta['torch']}, "
@@ -876,6 +914,7 @@ def table(rows: List[Dict[str, Any]], meta: Dict[str, Any]) -> str:
                          + (f"; the plain step on both ranks at once, without DDP: "
                             f"{r['two_plain_processes']['median_ms']:.3f} ms (alone: {r['baseline']['median_ms']:.3f} ms)"
                             if r.get("two_plain_processes") else "")
+                         + (f"; {where_the_step_goes(r)}" if r.get("ddp_no_comm") and r.get("prediction_no_comm") else "")
                          + (f"; {r['corun_note'].partition(': ')[2]}" if r.get("corun_note") else "")
                          + (f"; without the co-running factor the prediction is "
                             f"{r['prediction_no_corun']['predicted_ms']:.3f} ms "

@@ -3,6 +3,8 @@
 import importlib.util
 from pathlib import Path
 
+import pytest
+
 RUN_PY = Path(__file__).resolve().parents[2] / "benchmarks" / "accuracy" / "run.py"
 
 
@@ -425,3 +427,39 @@ def test_a_single_process_row_captures_its_optimized_step_with_capture_optimized
     captured.clear()
     a.capture_optimized = False
     assert "optimized_capture" not in run.single_process("amp", "mlp", a) and len(captured) == 1
+
+
+def test_a_data_parallel_row_takes_the_ddp_step_apart_beside_the_prediction():
+    run = load_run()
+    r = {"baseline": {"median_ms": 3.0}, "two_plain_processes": {"median_ms": 3.25},
+         "ddp_no_comm": {"median_ms": 3.5}, "optimized": {"median_ms": 6.5},
+         "prediction": {"replayed_ms": 4.0, "raw_predicted_ms": 6.75},
+         "prediction_no_comm": {"raw_predicted_ms": 4.25}}
+    text = run.where_the_step_goes(r)
+    # Measured: +0.5 before any communication (+0.25 of it without DDP), +3.0
+    # communicating; predicted: +0.25 and +2.5, each from its own baseline.
+    assert "DDP's own CPU work +0.500 / +0.250 (of it, without DDP +0.250 measured)" in text
+    assert "communicating +3.000 / +2.500" in text
+    assert "3.500 ms; predicted: the network priced at zero, 4.250 ms" in text
+
+
+def test_keep_bucket_leaves_ddps_gradients_as_each_rank_computed_them():
+    torch = pytest.importorskip("torch")
+    import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    run = load_run()
+    store = dist.HashStore()
+    dist.init_process_group("gloo", store=store, rank=0, world_size=1)
+    try:
+        model = torch.nn.Linear(4, 2)
+        quiet = DDP(torch.nn.Linear(4, 2), forward_sync_buffers=False)
+        quiet.module.load_state_dict(model.state_dict())
+        quiet.register_comm_hook(None, run.keep_bucket)  # DDP checks a hook's signature
+        x = torch.randn(8, 4)
+        model(x).sum().backward()
+        quiet(x).sum().backward()
+        for a, b in zip(model.parameters(), quiet.module.parameters()):
+            assert torch.equal(a.grad, b.grad)
+    finally:
+        dist.destroy_process_group()
