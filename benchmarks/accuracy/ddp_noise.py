@@ -244,15 +244,17 @@ def decompose(a: argparse.Namespace, rank: int, dist: Any, DDP: Any, build: Any,
     barrier (the harness's baseline), the plain step on both ranks at once,
     DDP with a comm hook that returns each bucket as it is and no buffer
     broadcast (DDP's own CPU work on two ranks, no communication; run.py
-    times it too), and DDP as it is. Rank 0's
-    medians and means, ms."""
+    times it too), DDP as it is, and DDP whose hook times each all-reduce
+    from its issue to its end. Rank 0's medians and means, ms."""
     from run import interleaved, keep_bucket  # noqa: PLC0415
 
     plain = build(a.model)
     noop = DDP(build(a.model), forward_sync_buffers=False)
     noop.register_comm_hook(None, keep_bucket)
     ddp = DDP(build(a.model))
-    # DDP whose hook times each all-reduce from its issue to its end.
+    # DDP whose hook times each all-reduce from its issue to its end (it
+    # sums the gradients where DDP's own hook averages them: the same
+    # communication).
     timed = DDP(build(a.model))
     spans: List[float] = []
 
@@ -274,13 +276,16 @@ def decompose(a: argparse.Namespace, rank: int, dist: Any, DDP: Any, build: Any,
                "DDP, no communication": steps["noop"],
                "DDP": steps["ddp"],
                "DDP, all-reduces timed": steps["timed"]}
-    times = interleaved(configs, a.warmup, max(a.steps // a.block, 2), a.block, sync=lambda _n: dist.barrier())
+    rounds = max(a.steps // a.block, 2)
+    times = interleaved(configs, a.warmup, rounds, a.block, sync=lambda _n: dist.barrier())
     out = {}
-    for k, rounds in times.items():
-        flat = [t for r in rounds for t in r]
+    for k, blocks in times.items():
+        flat = [t for r in blocks for t in r]
         out[k] = {"median": statistics.median(flat), "mean": statistics.fmean(flat),
-                  "round_medians_median": statistics.median(statistics.median(r) for r in rounds)}
-    kept = spans[len(spans) - len(times["DDP, all-reduces timed"]) * len(times["DDP, all-reduces timed"][0]):]
+                  "round_medians_median": statistics.median(statistics.median(r) for r in blocks)}
+    # The timed rounds' all-reduces: the last ones, after the warm-up's.
+    per_step = len(spans) // (a.warmup + rounds * a.block)
+    kept = spans[len(spans) - rounds * a.block * per_step:]
     out["its all-reduces, issue to end"] = {"median": statistics.median(kept), "mean": statistics.fmean(kept)}
     return out
 
