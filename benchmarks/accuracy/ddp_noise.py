@@ -246,11 +246,12 @@ def decompose(a: argparse.Namespace, rank: int, dist: Any, DDP: Any, build: Any,
     broadcast (DDP's own CPU work on two ranks, no communication; run.py
     times it too), DDP as it is, and DDP whose hook times each all-reduce
     from its issue to its end. Rank 0's medians and means, ms."""
-    from run import interleaved, keep_bucket  # noqa: PLC0415
+    from daydream.calibrate import keep_bucket_hook  # noqa: PLC0415
+    from run import interleaved  # noqa: PLC0415
 
     plain = build(a.model)
     noop = DDP(build(a.model), forward_sync_buffers=False)
-    noop.register_comm_hook(None, keep_bucket)
+    noop.register_comm_hook(None, keep_bucket_hook)
     ddp = DDP(build(a.model))
     # DDP whose hook times each all-reduce from its issue to its end (it
     # sums the gradients where DDP's own hook averages them: the same
@@ -258,7 +259,7 @@ def decompose(a: argparse.Namespace, rank: int, dist: Any, DDP: Any, build: Any,
     timed = DDP(build(a.model))
     spans: List[float] = []
 
-    def timed_all_reduce(_state, bucket):  # type: ignore[no-untyped-def]  # as keep_bucket: no annotations
+    def timed_all_reduce(_state, bucket):  # type: ignore[no-untyped-def]  # as keep_bucket_hook: no annotations
         t0 = time.perf_counter()
         fut = dist.all_reduce(bucket.buffer(), async_op=True).get_future()
 

@@ -295,17 +295,6 @@ def summarize(times: Dict[str, List[List[float]]], base: str, opt: str) -> Dict[
     return {"baseline": stats(flat[base]), "optimized": stats(flat[opt]), "round_speedups": ratios}
 
 
-def keep_bucket(_state, bucket):  # type: ignore[no-untyped-def]  # DDP rejects a comm hook annotated otherwise
-    """A DDP communication hook that hands each bucket back as it is: DDP's
-    own CPU work (its forward wrapper, the reducer's hooks and copies) with
-    nothing communicated."""
-    import torch  # noqa: PLC0415
-
-    fut = torch.futures.Future()
-    fut.set_result(bucket.buffer())
-    return fut
-
-
 def adam(params: Any, **kw: Any) -> Any:
     import torch  # noqa: PLC0415
 
@@ -399,7 +388,7 @@ def ddp_rank(rank: int, world: int, port: int, exp: str, name: str, a: argparse.
 
     warnings.filterwarnings("ignore")
     dump_stacks_before_limit(exp, a)  # a spawned rank starts without the child's
-    from daydream.calibrate import measure_network  # noqa: PLC0415
+    from daydream.calibrate import keep_bucket_hook, measure_network  # noqa: PLC0415
     from daydream.capture import training_step  # noqa: PLC0415
     from models import build, loss_for  # noqa: PLC0415
 
@@ -426,12 +415,12 @@ def ddp_rank(rank: int, world: int, port: int, exp: str, name: str, a: argparse.
             # Diagnostic, not predicted: the plain step on both ranks at once
             # (no DDP), i.e. what sharing the machine with a second process
             # costs before any communication.
-            # And DDP with nothing to communicate (keep_bucket, no buffer
+            # And DDP with nothing to communicate (keep_bucket_hook, no buffer
             # broadcast) on both ranks: DDP's own CPU work as the ranks run it.
             # The optimized step less it is what communicating costs, the
             # part of the truth that the network calibration prices.
             quiet = DDP(build(name), forward_sync_buffers=False)
-            quiet.register_comm_hook(None, keep_bucket)
+            quiet.register_comm_hook(None, keep_bucket_hook)
             run = {"baseline": configs["baseline"] if rank == 0 else (lambda: None), "optimized": configs["optimized"],
                    "two_plain": configs["baseline"],
                    "ddp_no_comm": training_step(quiet, x, y, loss_fn, adam(quiet.parameters()))}

@@ -343,7 +343,8 @@ def _buffer_broadcast(model: Any, given: Dict[str, str]) -> Optional[str]:
 
 def _ddp_cpu_on_model(model: Any, inputs: Any, given: Dict[str, str]) -> str:
     """data_parallel of a known model on a CPU-only graph: DDP's own CPU work
-    on it, measured (a one-process DDP copy against a plain one): its
+    on it, measured (a one-process DDP copy, its all-reduce left to the
+    ring model, against a plain one): its
     forward's extra as ``ddp_cpu_us``, its backward's spread over the
     gradients as ``ddp_cpu_per_gradient_us`` (pass ``ddp_cpu_us=0`` to
     leave it out). When it cannot be measured both stay 0, the pass's
@@ -361,7 +362,8 @@ def _ddp_cpu_on_model(model: Any, inputs: Any, given: Dict[str, str]) -> str:
     given["ddp_cpu_us"] = f"{forward * 1e3:.1f}"
     given["ddp_cpu_per_gradient_us"] = f"{backward * 1e3 / max(1, gradients):.2f}"
     return (f"data_parallel: DDP's own CPU work on {type(calibrate._unwrapped(model)).__name__}, measured on this CPU "
-            f"(a copy in DistributedDataParallel over a gloo group of this process alone against a plain copy): "
+            f"(a copy in DistributedDataParallel over a gloo group of this process alone, its all-reduce left to "
+            f"the network model, against a plain copy): "
             f"+{forward:.3f} ms in the forward (ddp_cpu_us), +{backward:.3f} ms in the backward over its "
             f"{gradients} gradients (ddp_cpu_per_gradient_us) (daydream.calibrate.ddp_cpu_phase_times)")
 

@@ -393,11 +393,11 @@ def test_ddp_cpu_phase_times_measure_ddps_own_work_beside_any_process_group(monk
     real_init = DistributedDataParallel.__init__
     made = []
 
-    def slow_init(self, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202
+    def recorded_init(self, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202
         real_init(self, *args, **kwargs)
-        self.register_comm_hook(None, _sleepy_all_reduce)
         made.append(self)
-    monkeypatch.setattr(DistributedDataParallel, "__init__", slow_init)
+    monkeypatch.setattr(DistributedDataParallel, "__init__", recorded_init)
+    monkeypatch.setattr(calibrate, "keep_bucket_hook", _sleepy_all_reduce)
     times = calibrate.ddp_cpu_phase_times(build("mlp"), [((4, 64), torch.float32)], repeats=2)
     assert times["backward"][0] - times["backward"][1] >= 1.8
     assert abs(times["forward"][0] - times["forward"][1]) < 1.0
@@ -422,6 +422,39 @@ def test_ddp_cpu_phase_times_measure_ddps_own_work_beside_any_process_group(monk
     assert set(calibrate.ddp_cpu_phase_times(build("mlp"), [((4, 64), torch.float32)], repeats=1)) == {
         "forward", "backward"}
     assert not dist.is_initialized()
+
+
+def test_ddps_cpu_calibrations_leave_the_all_reduce_to_the_ring_model(monkeypatch) -> None:
+    import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel
+
+    from daydream import calibrate
+
+    # The hook hands each bucket back as it is: DDP's gradients are each rank's own.
+    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+    try:
+        plain = torch.nn.Linear(4, 2)
+        quiet = DistributedDataParallel(torch.nn.Linear(4, 2))
+        quiet.module.load_state_dict(plain.state_dict())
+        quiet.register_comm_hook(None, calibrate.keep_bucket_hook)  # DDP checks a hook's signature
+        x = torch.randn(8, 4)
+        plain(x).sum().backward()
+        quiet(x).sum().backward()
+        assert all(torch.equal(a.grad, b.grad) for a, b in zip(plain.parameters(), quiet.module.parameters()))
+        # Both DDP calibrations time DDP with it, not with an all-reduce over a group of one.
+        hooks = []
+        real_register = DistributedDataParallel.register_comm_hook
+
+        def register(self, state, hook):  # noqa: ANN001, ANN202
+            hooks.append(hook)
+            return real_register(self, state, hook)
+        monkeypatch.setattr(DistributedDataParallel, "register_comm_hook", register)
+        calibrate.ddp_cpu_phase_times(build("mlp"), [((4, 64), torch.float32)], repeats=1)
+        assert hooks == [calibrate.keep_bucket_hook]
+        calibrate.measure_ddp_overhead(dist, torch, layers=(1, 2), repeats=1)
+        assert hooks[1:] == [calibrate.keep_bucket_hook] * 2
+    finally:
+        dist.destroy_process_group()
 
 
 def _sleepy_all_reduce(state, bucket):  # noqa: ANN001, ANN202
