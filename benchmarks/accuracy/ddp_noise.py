@@ -16,12 +16,15 @@ threads at SCHED_FIFO, as ``run.py --comm-threads realtime`` does;
 with the harness's small buckets, with one bucket, and plain, instead;
 ``--decompose`` takes the harness's data_parallel step apart instead: the
 plain step alone and on both ranks at once, DDP with nothing to
-communicate, DDP, and DDP's all-reduces timed from issue to end.
+communicate, DDP, and DDP's all-reduces timed from issue to end; with
+``--stand-in``, also stand-ins for the model with its gradient bytes and
+step time, in DDP with and without communication.
 
     python benchmarks/accuracy/ddp_noise.py --model mlp --cap 25 --jobs 3
     python benchmarks/accuracy/ddp_noise.py --model mlp --jobs 2 --comm-threads realtime
     python benchmarks/accuracy/ddp_noise.py --model transformer --jobs 1 --phases --comm-threads realtime
     python benchmarks/accuracy/ddp_noise.py --model transformer --jobs 2 --decompose --steps 400
+    python benchmarks/accuracy/ddp_noise.py --model transformer --jobs 2 --decompose --stand-in --steps 300
 
 Diagnostic only: nothing here feeds a prediction (docs/accuracy.md, "How far
 the two-process truth itself moves").
@@ -272,11 +275,14 @@ def decompose(a: argparse.Namespace, rank: int, dist: Any, DDP: Any, build: Any,
     timed.register_comm_hook(None, timed_all_reduce)
     steps = {k: training_step(m, x, y, loss_fn, adam(m.parameters()))
              for k, m in (("plain", plain), ("noop", noop), ("ddp", ddp), ("timed", timed))}
+    extra: Dict[str, Any] = {}
+    if a.stand_in:
+        extra = stand_in_configs(rank, dist, DDP, adam, plain, steps["plain"], training_step)
     configs = {"plain step, rank 0 alone": steps["plain"] if rank == 0 else (lambda: None),
                "plain step, both ranks": steps["plain"],
                "DDP, no communication": steps["noop"],
                "DDP": steps["ddp"],
-               "DDP, all-reduces timed": steps["timed"]}
+               "DDP, all-reduces timed": steps["timed"], **extra}
     rounds = max(a.steps // a.block, 2)
     times = interleaved(configs, a.warmup, rounds, a.block, sync=lambda _n: dist.barrier())
     out = {}
@@ -288,6 +294,97 @@ def decompose(a: argparse.Namespace, rank: int, dist: Any, DDP: Any, build: Any,
     per_step = len(spans) // (a.warmup + rounds * a.block)
     kept = spans[len(spans) - rounds * a.block * per_step:]
     out["its all-reduces, issue to end"] = {"median": statistics.median(kept), "mean": statistics.fmean(kept)}
+    return out
+
+
+def stand_in_configs(rank: int, dist: Any, DDP: Any, adam: Any, model: Any, model_step: Any,
+                     training_step: Any) -> Dict[str, Any]:
+    """``--stand-in``: stand-ins for the model, each in DDP and in DDP with
+    nothing to communicate, in the same rounds as the model: a stack of
+    Linear(64, 64) layers holding the model's gradient bytes, its batch
+    sized so that its plain step takes the model's, trained with Adam and
+    with a no-op optimizer; and one Linear(256, 256) after as many matmuls
+    as the model's step takes, without and with Adam. What each adds to
+    its step, set beside what DDP's all-reduce adds to the model's, is how
+    daydream.calibrate.measure_ddp_gap_latency's stand-in was chosen."""
+    import torch  # noqa: PLC0415
+
+    from daydream.calibrate import keep_bucket_hook  # noqa: PLC0415
+
+    nbytes = sum(p.numel() * p.element_size() for p in model.parameters())
+    layers = max(1, round(nbytes / (64 * 65 * 4)))
+
+    def stack() -> Any:
+        torch.manual_seed(0)
+        return torch.nn.Sequential(*[torch.nn.Linear(64, 64) for _ in range(layers)])
+
+    def median_ms(fn: Any, n: int = 15) -> float:
+        fn()
+        ts = []
+        for _ in range(n):
+            t0 = time.perf_counter()
+            fn()
+            ts.append((time.perf_counter() - t0) * 1e3)
+        return statistics.median(ts)
+
+    target = median_ms(model_step)
+    loss = torch.nn.MSELoss()
+
+    def step_ms(batch: int) -> float:
+        m = stack()
+        xs, ys = torch.randn(batch, 64), torch.randn(batch, 64)
+        return median_ms(training_step(m, xs, ys, loss, adam(m.parameters())))
+
+    batch, before, before_ms = 1, 0, 0.0
+    while True:
+        t = step_ms(batch)
+        if t >= target or batch >= 1 << 16:
+            if before:  # between the last two sizes, linearly
+                batch = before + round((batch - before) * (target - before_ms) / max(t - before_ms, 1e-9))
+            break
+        before, before_ms, batch = batch, t, batch * 2
+    b = torch.tensor([batch])
+    dist.broadcast(b, 0)
+    batch = int(b[0])
+    xs, ys = torch.randn(batch, 64), torch.randn(batch, 64)
+    # The calibration's form: one Linear(256, 256) after matmuls that take
+    # the model's step time.
+    a = torch.randn(128, 128)
+    t0 = time.perf_counter()
+    for _ in range(50):
+        torch.mm(a, a)
+    mm = torch.tensor([(time.perf_counter() - t0) / 50])
+    dist.broadcast(mm, 0)
+    matmuls = int(target * 1e-3 / float(mm[0]))
+    x256 = torch.randn(8, 256)
+
+    def padded(m: Any, optimizer: Any) -> Any:
+        def step() -> None:
+            for p in m.parameters():
+                p.grad = None
+            for _ in range(matmuls):
+                torch.mm(a, a)
+            m(x256).sum().backward()
+            if optimizer is not None:
+                optimizer.step()
+        return step
+
+    out = {}
+    for label, make, adam_too in (("stack", stack, True), ("stack, no optimizer", stack, False),
+                                  ("linear256", lambda: torch.nn.Linear(256, 256), False),
+                                  ("linear256 + adam", lambda: torch.nn.Linear(256, 256), True)):
+        ddp = DDP(make())
+        quiet = DDP(make(), forward_sync_buffers=False)
+        quiet.register_comm_hook(None, keep_bucket_hook)
+        for name, m in (("quiet", quiet), ("DDP", ddp)):
+            if label.startswith("stack"):
+                out[f"{label}: {name}"] = training_step(m, xs, ys, loss, adam(m.parameters()) if adam_too else
+                                                        torch.optim.SGD(m.parameters(), lr=0.0))
+            else:
+                out[f"{label}: {name}"] = padded(m, adam(m.parameters()) if adam_too else None)
+    if rank == 0:
+        print(f"stand-in: {layers} x Linear(64, 64) ({nbytes / 1e6:.3f} MB of gradients), batch {batch}; "
+              f"{matmuls} matmuls; model's plain step {target:.3f} ms", flush=True)
     return out
 
 
@@ -328,6 +425,8 @@ def main() -> int:
                     help="instead: forward, backward and optimizer of DDP with small buckets, with one, and plain")
     ap.add_argument("--decompose", action="store_true",
                     help="instead: the plain step alone and on both ranks, DDP without communication, and DDP")
+    ap.add_argument("--stand-in", action="store_true",
+                    help="--decompose: also a Linear stack with the model's gradient bytes and step time, in DDP")
     ap.add_argument("--block", type=int, default=10, help="--decompose: steps per block, as run.py's --steps")
     a = ap.parse_args()
     os.environ.setdefault("OMP_NUM_THREADS", "1")
