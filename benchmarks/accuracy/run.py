@@ -82,7 +82,7 @@ TARGET_MEDIAN, TARGET_MAX = 5.0, 15.0
 # measured step factor.
 ALTERNATIVE_PREDICTIONS = ("prediction_trace_fit", "prediction_gemm_ratio", "prediction_beside_compute",
                            "prediction_op_model", "prediction_no_gap", "prediction_chain_model",
-                           "prediction_synthetic_ddp", "prediction_no_corun", "prediction_trimmed_gap",
+                           "prediction_synthetic_ddp", "prediction_no_corun", "prediction_blocking_gap",
                            "prediction_median_network")
 MIB = 1024 * 1024
 # glibc serves allocations from 128 kB up with mmap until a free raises its
@@ -461,7 +461,7 @@ def ddp_rank(rank: int, world: int, port: int, exp: str, name: str, a: argparse.
                 out["prediction_no_comm"] = predict(prof, "data_parallel", {
                     **options, "latency_us": 0.0, "bandwidth_gbps": 1e6, "gap_latency": "", "queued_latency_us": -1.0,
                     "straggler_us": 0.0, "buffer_bytes": 0})
-                add_trimmed_gap(out, prof, "data_parallel", options, net)
+                add_blocking_gap(out, prof, "data_parallel", options, net)
                 add_median_network(out, prof, "data_parallel", options, net)
                 if corun:
                     out["prediction_no_corun"] = predict(prof, "data_parallel", {**options, "cpu_factor": 1.0})
@@ -515,7 +515,7 @@ def ddp_rank(rank: int, world: int, port: int, exp: str, name: str, a: argparse.
                 keep_capture(a, exp, name, prof, out["prediction"])
                 out["prediction_beside_compute"] = predict(prof, "tensor_fusion", {**options, "comm_cpu_share": 0})
                 out["prediction_no_gap"] = predict(prof, "tensor_fusion", {**options, "gap_latency": ""})
-                add_trimmed_gap(out, prof, "tensor_fusion", options, net)
+                add_blocking_gap(out, prof, "tensor_fusion", options, net)
                 add_median_network(out, prof, "tensor_fusion", options, net)
                 add_optimized_capture(a, exp, name, out, captured_opt)
                 out["network"] = dataclasses.asdict(net)
@@ -532,12 +532,16 @@ def ddp_rank(rank: int, world: int, port: int, exp: str, name: str, a: argparse.
         dist.destroy_process_group()
 
 
-def add_trimmed_gap(out: Dict[str, Any], prof: Any, opt: str, options: Dict[str, Any], net: Any) -> None:
-    """For comparison: the prediction with gap_latency from trimmed means
-    (a tenth of the repeats cut at each end) instead of means."""
-    trimmed = (net.gaps or {}).get("gap_latency_trimmed")
-    if trimmed is not None:
-        out["prediction_trimmed_gap"] = predict(prof, opt, {**options, "gap_latency": trimmed})
+def add_blocking_gap(out: Dict[str, Any], prof: Any, opt: str, options: Dict[str, Any], net: Any) -> None:
+    """For comparison: the prediction with gap_latency from blocking
+    all-reduces timed after matmuls (measure_gap_latency) and the wait for
+    the slowest rank from the Profiler's plain steps (predict's
+    straggler_us): the model before measure_ddp_gap_latency, whose points
+    hold that wait."""
+    blocking = (net.gaps or {}).get("gap_latency")
+    if blocking is not None:
+        before = {k: v for k, v in options.items() if k != "straggler_us"}
+        out["prediction_blocking_gap"] = predict(prof, opt, {**before, "gap_latency": blocking})
 
 
 def add_median_network(out: Dict[str, Any], prof: Any, opt: str, options: Dict[str, Any], net: Any) -> None:
@@ -881,13 +885,15 @@ def table(rows: List[Dict[str, Any]], meta: Dict[str, Any]) -> str:
             extra.append(f"- {r['experiment']} on {r['model']}: gloo all-reduce calibrated in the same job to "
                          f"{net['latency_us']:.0f} us per step and {net['bandwidth_gbps']:.2f} GB/s (ring model), "
                          f"comm_cpu_share {net.get('comm_cpu_share', 0.0):.2f}, {ddp_cpu}, "
-                         f"gap_latency (us after us of compute) {net.get('gap_latency') or 'none'}"
+                         f"gap_latency (us after a step of us, from DDP steps of a Linear stack) "
+                         f"{net.get('gap_latency') or 'none'}"
                          + (f"; without gap_latency the prediction is {r['prediction_no_gap']['predicted_ms']:.3f} ms "
                             f"({r['prediction_no_gap']['error_pct']:+.1f}%)" if r.get("prediction_no_gap") else "")
-                         + (f"; with gap_latency from trimmed means ({trimmed['gap_latency']}) "
-                            f"{r['prediction_trimmed_gap']['predicted_ms']:.3f} ms "
-                            f"({r['prediction_trimmed_gap']['error_pct']:+.1f}%)"
-                            if (trimmed := (r.get("prediction_trimmed_gap") or {}).get("options")) else "")
+                         + (f"; with gap_latency from blocking all-reduces after matmuls ({blocking['gap_latency']}) "
+                            "and the wait for the slowest rank from the Profiler's plain steps "
+                            f"{r['prediction_blocking_gap']['predicted_ms']:.3f} ms "
+                            f"({r['prediction_blocking_gap']['error_pct']:+.1f}%)"
+                            if (blocking := (r.get("prediction_blocking_gap") or {}).get("options")) else "")
                          + (f"; with the network priced from medians ({median_net['latency_us']:.0f} us, "
                             f"{median_net['bandwidth_gbps']:.2f} GB/s, gap_latency {median_net['gap_latency']}) "
                             f"{r['prediction_median_network']['predicted_ms']:.3f} ms "

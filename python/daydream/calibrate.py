@@ -1144,9 +1144,13 @@ class NetworkCalibration:
     ddp_cpu_per_gradient_us: float = 0.0
     ddp: Dict[str, Any] = dataclasses.field(default_factory=dict)  # how they were measured
     #: An all-reduce's extra time after a stretch of compute, as the passes'
-    #: ``gap_latency`` ("GAP_US:EXTRA_US;..."; measured on gloo, see measure_gap_latency).
+    #: ``gap_latency`` ("GAP_US:EXTRA_US;..."; measured on gloo as DDP issues
+    #: it, see measure_ddp_gap_latency).
     gap_latency: str = ""
-    gaps: Dict[str, Any] = dataclasses.field(default_factory=dict)  # how it was measured
+    ddp_gaps: Dict[str, Any] = dataclasses.field(default_factory=dict)  # how it was measured
+    #: The same from blocking all-reduces timed alone (measure_gap_latency;
+    #: the passes' gap_latency until 2026-11-27), for comparison.
+    gaps: Dict[str, Any] = dataclasses.field(default_factory=dict)
     #: Per-step latency of an all-reduce queued behind another, as the passes'
     #: ``queued_latency_us`` (-1: not measured, every all-reduce pays
     #: ``latency_us``; measured on gloo, see measure_queued_latency).
@@ -1154,11 +1158,18 @@ class NetworkCalibration:
     queued: Dict[str, Any] = dataclasses.field(default_factory=dict)  # how it was measured
 
     def options(self) -> Dict[str, Any]:
-        """The options this calibration sets for ``data_parallel`` and ``tensor_fusion``."""
-        return {"latency_us": self.latency_us, "bandwidth_gbps": self.bandwidth_gbps,
-                "comm_cpu_share": self.comm_cpu_share, "ddp_cpu_us": self.ddp_cpu_us,
-                "ddp_cpu_per_gradient_us": self.ddp_cpu_per_gradient_us, "gap_latency": self.gap_latency,
-                "queued_latency_us": self.queued_latency_us}
+        """The options this calibration sets for ``data_parallel`` and
+        ``tensor_fusion``. Where ``gap_latency`` was measured on DDP steps,
+        it holds the wait for the slowest rank: ``straggler_us`` is then 0
+        (else ``daydream.predict`` would add the wait its Profiler's steps
+        give)."""
+        out = {"latency_us": self.latency_us, "bandwidth_gbps": self.bandwidth_gbps,
+               "comm_cpu_share": self.comm_cpu_share, "ddp_cpu_us": self.ddp_cpu_us,
+               "ddp_cpu_per_gradient_us": self.ddp_cpu_per_gradient_us, "gap_latency": self.gap_latency,
+               "queued_latency_us": self.queued_latency_us}
+        if self.ddp_gaps:
+            out["straggler_us"] = 0.0
+        return out
 
 
 def fit_all_reduce(dist: Any, torch: Any, world_size: int, max_bytes: int = 4 << 20,
@@ -1421,6 +1432,134 @@ def measure_gap_latency(dist: Any, torch: Any, gaps_ms: Sequence[float] = (0.5, 
     }
 
 
+def expected_wait_for_slowest_ms(step_times_ms: Sequence[float], world_size: int) -> float:
+    """How long, on average, a rank waits for the slowest of ``world_size``
+    ranks whose steps vary independently as ``step_times_ms`` did: the
+    expected maximum of ``world_size`` draws from the times less their mean,
+    exact for draws from the measured times (order statistics: the i-th
+    smallest of n is the maximum with probability (i/n)^N - ((i-1)/n)^N)."""
+    times = sorted(step_times_ms)
+    n = len(times)
+    if n == 0 or world_size < 2:
+        return 0.0
+    expected_max = sum(t * ((i / n) ** world_size - ((i - 1) / n) ** world_size) for i, t in enumerate(times, 1))
+    return max(0.0, expected_max - sum(times) / n)
+
+
+def ddp_gap_points(quiet_ms: Dict[float, List[float]], real_ms: Dict[float, List[float]], wire_us: float) -> str:
+    """``gap_latency`` points from DDP steps timed with and without their
+    all-reduce, per step length (see :func:`measure_ddp_gap_latency`): at
+    the gap of the quiet step's median, the real step's median less the
+    quiet one's, less the ring model's wire time for the bucket, at least 0
+    and at least the extra of a shorter gap."""
+    extra = 0.0
+    out = []
+    for quiet, real in sorted((statistics.median(quiet_ms[k]), statistics.median(real_ms[k])) for k in quiet_ms):
+        extra = max(extra, (real - quiet) * 1e3 - wire_us)
+        out.append(f"{quiet * 1e3:.0f}:{extra:.1f}")
+    return ";".join(out)
+
+
+def measure_ddp_gap_latency(dist: Any, torch: Any, latency_us: float, bandwidth_gbps: float,
+                            steps_ms: Sequence[float] = (2, 4, 6, 8), layers: int = 16, rounds: int = 10,
+                            block: int = 10) -> Dict[str, Any]:
+    """What an all-reduce issued by DDP at the end of a training step adds
+    to the step beyond the ring model's wire time, after steps of several
+    lengths, as the communication passes' ``gap_latency`` (every rank of the
+    current process group must call it).
+
+    A stack of ``layers`` ``Linear(64, 64)`` layers (one bucket of 266 kB of
+    gradients for 16) trains with Adam in DistributedDataParallel over the
+    group, at batch sizes whose plain steps take about ``steps_ms`` (rank
+    0's line through two sizes; a length below the stack's step at batch 1
+    is left out), with its all-reduce and with :func:`keep_bucket_hook`
+    (nothing communicated), in blocks of ``block`` steps back to back after a
+    barrier, as a training loop runs them (the ranks drift apart within a
+    block as they do in training). Configurations alternate from round to
+    round; the first round warms up. Each point's gap is the quiet step's
+    median, its extra the real step's median less the quiet one's, less the
+    ring model's time for the bucket (:func:`ddp_gap_points`).
+
+    The quiet steps of the ranks do not wait for each other, the real ones
+    do: the extra holds each step's wait for the slower rank, as steps of
+    that length vary with every rank on this host (``straggler_ms``, from
+    the quiet steps: 0.33-0.73 ms on a 2-vCPU host, where a model's own
+    steps timed alone by the Profiler gave 0.04-0.24). The calibration's
+    options therefore set ``straggler_us`` to 0.
+
+    Unlike :func:`measure_gap_latency`, which times a blocking all-reduce
+    from its call to its return after matmuls, this holds all that the
+    all-reduce costs the step. On a 2-vCPU host the harness transformer's
+    0.3 MB all-reduce took 1.7-2.5 ms from issue to end (medians) in DDP
+    and added 3.2-4.0 ms to its step; such a stack with the same gradient
+    bytes and step time added 3.0-4.4 ms, one Linear(256, 256) after
+    matmuls 2.3-3.1 ms (docs/accuracy.md)."""
+    import warnings  # noqa: PLC0415
+
+    from torch.nn.parallel import DistributedDataParallel  # noqa: PLC0415
+
+    def stack() -> Any:
+        return torch.nn.Sequential(*[torch.nn.Linear(64, 64) for _ in range(layers)])
+
+    loss = torch.nn.MSELoss()
+
+    def stepper(model: Any, batch: int) -> Callable[[], float]:
+        g = torch.Generator().manual_seed(batch)
+        x, y = torch.randn(batch, 64, generator=g), torch.randn(batch, 64, generator=g)
+        opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+
+        def step() -> float:
+            t0 = time.perf_counter()
+            opt.zero_grad(set_to_none=True)
+            loss(model(x), y).backward()
+            opt.step()
+            return time.perf_counter() - t0
+
+        return step
+
+    # Batch sizes for the step lengths: rank 0's plain step at two sizes.
+    plain = stack()
+    probe = {b: statistics.median(stepper(plain, b)() for _ in range(15)) for b in (1, 256)}
+    per_sample = max((probe[256] - probe[1]) / 255, 1e-9)
+    wanted = sorted({round((t * 1e-3 - probe[1]) / per_sample) + 1 for t in steps_ms if t * 1e-3 > probe[1]}) or [1]
+    batches = torch.tensor(wanted + [0] * (len(steps_ms) - len(wanted)))  # rank 0's choice, for every rank
+    dist.broadcast(batches, 0)
+    sizes = [int(b) for b in batches if int(b) > 0]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.manual_seed(0)
+        real = DistributedDataParallel(stack(), broadcast_buffers=False)
+        quiet = DistributedDataParallel(stack(), broadcast_buffers=False)
+    quiet.register_comm_hook(None, keep_bucket_hook)
+    nbytes = sum(p.numel() * p.element_size() for p in real.parameters())
+    steps = {(b, communicate): stepper(real if communicate else quiet, b)
+             for b in sizes for communicate in (False, True)}
+    times: Dict[Tuple[int, bool], List[float]] = {k: [] for k in steps}
+    order = list(steps)
+    for r in range(1 + rounds):
+        for key in (order if r % 2 == 0 else order[::-1]):
+            dist.barrier()
+            for _ in range(block):
+                t = steps[key]()
+                if r > 0:
+                    times[key].append(t * 1e3)
+    dist.barrier()
+    quiet_ms = {float(b): times[(b, False)] for b in sizes}
+    real_ms = {float(b): times[(b, True)] for b in sizes}
+    wire_us = _ring_all_reduce_s(nbytes, dist.get_world_size(), latency_us, bandwidth_gbps) * 1e6
+    return {
+        "straggler_ms": {str(b): expected_wait_for_slowest_ms(quiet_ms[float(b)], dist.get_world_size())
+                         for b in sizes},
+        "gap_latency": ddp_gap_points(quiet_ms, real_ms, wire_us),
+        "bytes": nbytes,
+        "layers": layers,
+        "wire_us": wire_us,
+        "batches": sizes,
+        "quiet_median_ms": {str(b): statistics.median(quiet_ms[float(b)]) for b in sizes},
+        "median_ms": {str(b): statistics.median(real_ms[float(b)]) for b in sizes},
+    }
+
+
 def _trimmed_mean(xs: Sequence[float], cut: float) -> float:
     """The mean of ``xs`` without the ``cut`` fraction at each end."""
     xs = sorted(xs)
@@ -1483,7 +1622,8 @@ def measure_network(dist: Any, torch: Any, max_bytes: int = 4 << 20, repeats: in
         net.overlap = measure_comm_cpu_share(dist, torch, world, net.latency_us, net.bandwidth_gbps)
         net.comm_cpu_share = net.overlap["comm_cpu_share"]
         net.gaps = measure_gap_latency(dist, torch)
-        net.gap_latency = net.gaps["gap_latency"]
+        net.ddp_gaps = measure_ddp_gap_latency(dist, torch, net.latency_us, net.bandwidth_gbps)
+        net.gap_latency = net.ddp_gaps["gap_latency"]
         net.queued = measure_queued_latency(dist, torch, world, net.bandwidth_gbps)
         net.queued_latency_us = net.queued["queued_latency_us"]
         net.ddp = measure_ddp_overhead(dist, torch)
@@ -1524,7 +1664,8 @@ def calibrate_network(world_size: int = 2, max_mb: float = 4, repeats: int = 20,
     size. Otherwise: ``world_size`` local processes joined by gloo over
     localhost (one thread each), the CPU data-parallel setting. On gloo it
     also measures ``comm_cpu_share`` (see :func:`measure_comm_cpu_share`),
-    ``gap_latency`` (see :func:`measure_gap_latency`),
+    ``gap_latency`` (see :func:`measure_ddp_gap_latency`; for comparison,
+    :func:`measure_gap_latency`),
     ``queued_latency_us`` (see :func:`measure_queued_latency`) and DDP's own
     CPU work (see :func:`measure_ddp_overhead`).
 

@@ -404,9 +404,8 @@ def _straggler(name: str, graph: Graph, given: Dict[str, str], step_times_ms: Se
     iteration the ranks meet at the first all-reduce, so each waits for the
     slowest. With world_size ranks whose step times vary as the recorded
     one's did (independently), the wait is the expected maximum of
-    world_size draws from those times less their mean, computed exactly for
-    draws from the measured times (order statistics: the i-th smallest of n
-    is the maximum with probability (i/n)^N - ((i-1)/n)^N), tails included.
+    world_size draws from those times less their mean
+    (calibrate.expected_wait_for_slowest_ms), tails included.
     Not for a graph that already communicates (tensor_fusion on a recorded
     data-parallel step): its steps' times hold the waits for the other
     ranks, and its recorded collectives held them too. A step over three
@@ -424,10 +423,11 @@ def _straggler(name: str, graph: Graph, given: Dict[str, str], step_times_ms: Se
     world = int(float(given.get("world_size", _pass_default(name, "world_size")))) or graph.world_size
     if world < 2:
         return None
+    from .calibrate import expected_wait_for_slowest_ms  # noqa: PLC0415 - the module needs torch to run, not to import
+
     times = sorted(steady)
     n = len(times)
-    expected_max = sum(t * ((i / n) ** world - ((i - 1) / n) ** world) for i, t in enumerate(times, 1))
-    wait_us = max(0.0, expected_max - sum(times) / n) * 1e3
+    wait_us = expected_wait_for_slowest_ms(times, world) * 1e3
     given["straggler_us"] = f"{wait_us:.1f}"
     return (f"{name}: with {world} ranks whose steps vary as the {n} recorded ones timed without the profiler did "
             f"({times[0]:.3f}-{times[-1]:.3f} ms), each iteration's first all-reduce waits {wait_us / 1e3:.3f} ms "

@@ -381,7 +381,7 @@ def test_a_data_parallel_row_says_what_co_running_measured_and_the_comparison_pr
              "corun_note": note}
         if no_corun:
             r["prediction_no_corun"] = {"predicted_ms": no_corun, "error_pct": -5.0}
-            r["prediction_trimmed_gap"] = {"predicted_ms": 1.05, "error_pct": 5.0,
+            r["prediction_blocking_gap"] = {"predicted_ms": 1.05, "error_pct": 5.0,
                                            "options": {"gap_latency": "500:1.0;1000:2.0"}}
             r["prediction_median_network"] = {"predicted_ms": 0.98, "error_pct": -2.0,
                                               "options": {"latency_us": 150.0, "bandwidth_gbps": 2.5,
@@ -399,8 +399,9 @@ def test_a_data_parallel_row_says_what_co_running_measured_and_the_comparison_pr
     assert "; ranks sharing this host: one forward and backward took 1.2 ms ...: x1.200 ± 2.0% (cpu_factor)" in mlp
     assert "; without the co-running factor the prediction is 0.950 ms (-5.0%)" in mlp
     assert "within its noise: cpu_factor stays 1" in cnn and "without the co-running factor" not in cnn
-    assert "; with gap_latency from trimmed means (500:1.0;1000:2.0) 1.050 ms (+5.0%)" in mlp
-    assert "trimmed" not in cnn
+    assert ("; with gap_latency from blocking all-reduces after matmuls (500:1.0;1000:2.0) and the wait for the "
+            "slowest rank from the Profiler's plain steps 1.050 ms (+5.0%)") in mlp
+    assert "blocking" not in cnn
     assert "; with the network priced from medians (150 us, 2.50 GB/s, gap_latency 500:0.0;1000:1.0) 0.980 ms (-2.0%)" in mlp
     assert "priced from medians" not in cnn
 

@@ -28,15 +28,25 @@ def test_calibrate_network_measures_gloo_between_local_processes() -> None:
     assert [s["gradients"] for s in net.ddp["samples"]] == [2, 16, 64]
     assert all(s["plain_us"] > 0 and s["ddp_us"] > 0 for s in net.ddp["samples"])
     assert net.ddp_cpu_us >= 0 and net.ddp_cpu_per_gradient_us >= 0
-    # And an all-reduce's extra time after compute, as increasing points.
+    # And what DDP's all-reduce adds to a step beyond the wire time, after
+    # steps of several lengths, as increasing points: the passes' gap_latency.
+    assert net.ddp_gaps["layers"] == 16 and net.ddp_gaps["bytes"] == 16 * (64 * 64 + 64) * 4
+    assert net.gap_latency == net.ddp_gaps["gap_latency"]
     points = [tuple(map(float, p.split(":"))) for p in net.gap_latency.split(";")]
-    assert [g for g, _ in points] == [500, 1000, 2000, 4000, 8000]
+    assert len(points) == len(net.ddp_gaps["batches"]) >= 1
+    assert [g for g, _ in points] == sorted(g for g, _ in points) and all(g > 0 for g, _ in points)
     assert all(e >= 0 for _, e in points) and [e for _, e in points] == sorted(e for _, e in points)
+    # The blocking all-reduces after matmuls, for comparison.
+    blocking = [tuple(map(float, p.split(":"))) for p in net.gaps["gap_latency"].split(";")]
+    assert [g for g, _ in blocking] == [500, 1000, 2000, 4000, 8000]
     # And the latency of an all-reduce queued behind another.
     assert net.queued_latency_us >= 0 and net.queued["queued"] == 10 and net.queued["batch_mean_ms"] > 0
     # Its options feed the communication passes.
+    # gap_latency from DDP steps holds the wait for the slowest rank: straggler_us is 0.
     assert set(net.options()) == {"latency_us", "bandwidth_gbps", "comm_cpu_share", "ddp_cpu_us",
-                                  "ddp_cpu_per_gradient_us", "gap_latency", "queued_latency_us"}
+                                  "ddp_cpu_per_gradient_us", "gap_latency", "queued_latency_us", "straggler_us"}
+    assert net.options()["straggler_us"] == 0.0
+    assert set(net.ddp_gaps["straggler_ms"]) == {str(b) for b in net.ddp_gaps["batches"]}
     names = {o["name"] for p in daydream.passes() if p["name"] == "data_parallel" for o in p["options"]}
     assert set(net.options()) <= names
 
@@ -144,6 +154,34 @@ def test_gap_latency_trimmed_leaves_out_a_few_stalls_that_the_mean_keeps(monkeyp
     extra_4ms = float(got["gap_latency"].split(";")[3].split(":")[1])
     assert extra_4ms == pytest.approx(500 + stalls * 20e3 / 20, abs=1)
     assert got["gap_latency_median"] == "500:0.0;1000:0.0;2000:0.0;4000:500.0;8000:500.0"  # the stalls leave it
+
+
+def test_the_wait_for_the_slowest_rank_is_the_expected_maximum_less_the_mean() -> None:
+    # Two ranks drawing 1 or 3 ms: the slower is 3 ms in three draws of four.
+    assert calibrate.expected_wait_for_slowest_ms([1.0, 3.0], 2) == pytest.approx(2.5 - 2.0)
+    assert calibrate.expected_wait_for_slowest_ms([1.0, 3.0], 1) == 0.0
+    assert calibrate.expected_wait_for_slowest_ms([2.0] * 5, 8) == pytest.approx(0.0)
+    assert calibrate.expected_wait_for_slowest_ms([], 2) == 0.0
+
+
+def test_options_leave_the_straggler_to_predict_without_gaps_measured_on_ddp_steps() -> None:
+    net = calibrate.NetworkCalibration("nccl", 2, 10.0, 100.0, [])
+    assert "straggler_us" not in net.options()
+    net.ddp_gaps = {"gap_latency": "4000:100.0"}
+    assert net.options()["straggler_us"] == 0.0
+
+
+def test_ddp_gap_points_are_what_the_all_reduce_adds_to_the_step_beyond_the_wire() -> None:
+    quiet = {1.0: [4.0] * 10, 2.0: [8.0] * 10}
+    real = {1.0: [7.0] * 10, 2.0: [12.0] * 10}
+    assert calibrate.ddp_gap_points(quiet, real, wire_us=2000.0) == "4000:1000.0;8000:2000.0"
+    # Points are ordered by the gap; an extra never drops with a longer gap, nor below 0.
+    real = {2.0: [9.0] * 10, 1.0: [7.0] * 10}
+    assert calibrate.ddp_gap_points(quiet, real, wire_us=2000.0) == "4000:1000.0;8000:1000.0"
+    assert calibrate.ddp_gap_points(quiet, real, wire_us=5000.0) == "4000:0.0;8000:0.0"
+    # Medians: a few slow steps leave a point where it is.
+    real = {1.0: [7.0] * 8 + [30.0, 40.0], 2.0: [12.0] * 10}
+    assert calibrate.ddp_gap_points(quiet, real, wire_us=2000.0) == "4000:1000.0;8000:2000.0"
 
 
 def test_ring_fit_reads_latency_and_bandwidth_off_exact_ring_times() -> None:
