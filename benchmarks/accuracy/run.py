@@ -82,7 +82,7 @@ TARGET_MEDIAN, TARGET_MAX = 5.0, 15.0
 # measured step factor.
 ALTERNATIVE_PREDICTIONS = ("prediction_trace_fit", "prediction_gemm_ratio", "prediction_beside_compute",
                            "prediction_op_model", "prediction_no_gap", "prediction_chain_model",
-                           "prediction_synthetic_ddp", "prediction_no_corun", "prediction_blocking_gap",
+                           "prediction_synthetic_ddp", "prediction_no_corun", "prediction_blocking_gap", "prediction_ddp_gap",
                            "prediction_median_network")
 MIB = 1024 * 1024
 # glibc serves allocations from 128 kB up with mmap until a free raises its
@@ -510,12 +510,12 @@ def ddp_rank(rank: int, world: int, port: int, exp: str, name: str, a: argparse.
                 options = {"world_size": world, "bucket_mb": opt_cap, "first_bucket_mb": opt_cap,
                            "comm_cpu_share": round(net.comm_cpu_share, 4)}
                 out["prediction_trace_fit"] = predict(prof, "tensor_fusion", options)
-                options.update(network_options(net))
+                options.update(network_options(net, "tensor_fusion"))
                 out["prediction"] = predict(prof, "tensor_fusion", options)
                 keep_capture(a, exp, name, prof, out["prediction"])
                 out["prediction_beside_compute"] = predict(prof, "tensor_fusion", {**options, "comm_cpu_share": 0})
                 out["prediction_no_gap"] = predict(prof, "tensor_fusion", {**options, "gap_latency": ""})
-                add_blocking_gap(out, prof, "tensor_fusion", options, net)
+                add_ddp_gap(out, prof, options, net)
                 add_median_network(out, prof, "tensor_fusion", options, net)
                 add_optimized_capture(a, exp, name, out, captured_opt)
                 out["network"] = dataclasses.asdict(net)
@@ -544,6 +544,14 @@ def add_blocking_gap(out: Dict[str, Any], prof: Any, opt: str, options: Dict[str
         out["prediction_blocking_gap"] = predict(prof, opt, {**before, "gap_latency": blocking})
 
 
+def add_ddp_gap(out: Dict[str, Any], prof: Any, options: Dict[str, Any], net: Any) -> None:
+    """For comparison, on tensor_fusion: the prediction with data_parallel's
+    gap_latency, measured on DDP steps (measure_ddp_gap_latency), instead of
+    the blocking all-reduces' (the step's recorded wake-ups are kept)."""
+    if net.ddp_gaps:
+        out["prediction_ddp_gap"] = predict(prof, "tensor_fusion", {**options, "gap_latency": net.gap_latency})
+
+
 def add_median_network(out: Dict[str, Any], prof: Any, opt: str, options: Dict[str, Any], net: Any) -> None:
     """For comparison: the prediction with the network priced from medians
     (the ring fit to each size's median all-reduce, gap_latency from the
@@ -558,9 +566,10 @@ def add_median_network(out: Dict[str, Any], prof: Any, opt: str, options: Dict[s
                                                            "bandwidth_gbps": round(bandwidth_gbps, 4), "gap_latency": gap})
 
 
-def network_options(net: Any) -> Dict[str, float]:
-    """The calibrated network's pass options (latency, bandwidth, CPU share, DDP's CPU work), rounded for the table."""
-    return {k: round(v, 4) if isinstance(v, float) else v for k, v in net.options().items()}
+def network_options(net: Any, for_pass: str = "data_parallel") -> Dict[str, float]:
+    """The calibrated network's options for a pass (latency, bandwidth, CPU share, DDP's CPU work, gap_latency),
+    rounded for the table."""
+    return {k: round(v, 4) if isinstance(v, float) else v for k, v in net.options(for_pass).items()}
 
 
 def realtime_comm_threads() -> int:
@@ -885,8 +894,10 @@ def table(rows: List[Dict[str, Any]], meta: Dict[str, Any]) -> str:
             extra.append(f"- {r['experiment']} on {r['model']}: gloo all-reduce calibrated in the same job to "
                          f"{net['latency_us']:.0f} us per step and {net['bandwidth_gbps']:.2f} GB/s (ring model), "
                          f"comm_cpu_share {net.get('comm_cpu_share', 0.0):.2f}, {ddp_cpu}, "
-                         f"gap_latency (us after a step of us, from DDP steps of a Linear stack) "
-                         f"{net.get('gap_latency') or 'none'}"
+                         + (f"gap_latency (us after us of compute, from blocking all-reduces after matmuls) "
+                            if r["experiment"].startswith("tensor_fusion") else
+                            "gap_latency (us after a step of us, from DDP steps of a Linear stack) ")
+                         + f"{r['prediction'].get('options', {}).get('gap_latency') or net.get('gap_latency') or 'none'}"
                          + (f"; without gap_latency the prediction is {r['prediction_no_gap']['predicted_ms']:.3f} ms "
                             f"({r['prediction_no_gap']['error_pct']:+.1f}%)" if r.get("prediction_no_gap") else "")
                          + (f"; with gap_latency from blocking all-reduces after matmuls ({blocking['gap_latency']}) "
@@ -894,6 +905,9 @@ def table(rows: List[Dict[str, Any]], meta: Dict[str, Any]) -> str:
                             f"{r['prediction_blocking_gap']['predicted_ms']:.3f} ms "
                             f"({r['prediction_blocking_gap']['error_pct']:+.1f}%)"
                             if (blocking := (r.get("prediction_blocking_gap") or {}).get("options")) else "")
+                         + (f"; with data_parallel's gap_latency, from DDP steps ({ddp_gap['gap_latency']}), "
+                            f"{r['prediction_ddp_gap']['predicted_ms']:.3f} ms ({r['prediction_ddp_gap']['error_pct']:+.1f}%)"
+                            if (ddp_gap := (r.get("prediction_ddp_gap") or {}).get("options")) else "")
                          + (f"; with the network priced from medians ({median_net['latency_us']:.0f} us, "
                             f"{median_net['bandwidth_gbps']:.2f} GB/s, gap_latency {median_net['gap_latency']}) "
                             f"{r['prediction_median_network']['predicted_ms']:.3f} ms "

@@ -1143,13 +1143,13 @@ class NetworkCalibration:
     ddp_cpu_us: float = 0.0
     ddp_cpu_per_gradient_us: float = 0.0
     ddp: Dict[str, Any] = dataclasses.field(default_factory=dict)  # how they were measured
-    #: An all-reduce's extra time after a stretch of compute, as the passes'
-    #: ``gap_latency`` ("GAP_US:EXTRA_US;..."; measured on gloo as DDP issues
-    #: it, see measure_ddp_gap_latency).
+    #: What an all-reduce issued by DDP adds to a step after a stretch of
+    #: compute, as data_parallel's ``gap_latency`` ("GAP_US:EXTRA_US;...";
+    #: measured on gloo, see measure_ddp_gap_latency).
     gap_latency: str = ""
     ddp_gaps: Dict[str, Any] = dataclasses.field(default_factory=dict)  # how it was measured
-    #: The same from blocking all-reduces timed alone (measure_gap_latency;
-    #: the passes' gap_latency until 2026-11-27), for comparison.
+    #: A blocking all-reduce's extra time after compute (measure_gap_latency):
+    #: tensor_fusion's ``gap_latency`` (its "gap_latency" entry; see options()).
     gaps: Dict[str, Any] = dataclasses.field(default_factory=dict)
     #: Per-step latency of an all-reduce queued behind another, as the passes'
     #: ``queued_latency_us`` (-1: not measured, every all-reduce pays
@@ -1157,17 +1157,29 @@ class NetworkCalibration:
     queued_latency_us: float = -1.0
     queued: Dict[str, Any] = dataclasses.field(default_factory=dict)  # how it was measured
 
-    def options(self) -> Dict[str, Any]:
-        """The options this calibration sets for ``data_parallel`` and
-        ``tensor_fusion``. Where ``gap_latency`` was measured on DDP steps,
-        it holds the wait for the slowest rank: ``straggler_us`` is then 0
-        (else ``daydream.predict`` would add the wait its Profiler's steps
-        give)."""
+    def options(self, for_pass: str = "data_parallel") -> Dict[str, Any]:
+        """The options this calibration sets for ``for_pass``
+        (``data_parallel`` or ``tensor_fusion``).
+
+        ``gap_latency``: for ``data_parallel`` the points measured on DDP
+        steps (:func:`measure_ddp_gap_latency`), which hold all the
+        all-reduce costs a step, the wait for the slowest rank and the
+        thread's wake-up after it included; ``straggler_us`` is then 0 (else
+        ``daydream.predict`` would add the wait its Profiler's steps give).
+        For ``tensor_fusion``, whose recorded step already holds the
+        thread's wake-up after each all-reduce (the pass links what waited
+        for the recorded ones to the new ones with it), the points of
+        blocking all-reduces after compute (:func:`measure_gap_latency`)."""
+        if for_pass not in ("data_parallel", "tensor_fusion"):
+            raise DaydreamError(f"NetworkCalibration.options: no options for pass {for_pass!r} "
+                                "(data_parallel or tensor_fusion)")
         out = {"latency_us": self.latency_us, "bandwidth_gbps": self.bandwidth_gbps,
                "comm_cpu_share": self.comm_cpu_share, "ddp_cpu_us": self.ddp_cpu_us,
                "ddp_cpu_per_gradient_us": self.ddp_cpu_per_gradient_us, "gap_latency": self.gap_latency,
                "queued_latency_us": self.queued_latency_us}
-        if self.ddp_gaps:
+        if for_pass == "tensor_fusion":
+            out["gap_latency"] = self.gaps.get("gap_latency", self.gap_latency)
+        elif self.ddp_gaps:
             out["straggler_us"] = 0.0
         return out
 
@@ -1471,8 +1483,8 @@ def measure_ddp_gap_latency(dist: Any, torch: Any, latency_us: float, bandwidth_
     A stack of ``layers`` ``Linear(64, 64)`` layers (one bucket of 266 kB of
     gradients for 16) trains with Adam in DistributedDataParallel over the
     group, at batch sizes whose plain steps take about ``steps_ms`` (rank
-    0's line through two sizes; a length below the stack's step at batch 1
-    is left out), with its all-reduce and with :func:`keep_bucket_hook`
+    0's plain steps at batches 1, 2, 4, ..., interpolated; a length below
+    the stack's step at batch 1 is left out), with its all-reduce and with :func:`keep_bucket_hook`
     (nothing communicated), in blocks of ``block`` steps back to back after a
     barrier, as a training loop runs them (the ranks drift apart within a
     block as they do in training). Configurations alternate from round to
@@ -1489,11 +1501,12 @@ def measure_ddp_gap_latency(dist: Any, torch: Any, latency_us: float, bandwidth_
 
     Unlike :func:`measure_gap_latency`, which times a blocking all-reduce
     from its call to its return after matmuls, this holds all that the
-    all-reduce costs the step. On a 2-vCPU host the harness transformer's
-    0.3 MB all-reduce took 1.7-2.5 ms from issue to end (medians) in DDP
-    and added 3.2-4.0 ms to its step; such a stack with the same gradient
-    bytes and step time added 3.0-4.4 ms, one Linear(256, 256) after
-    matmuls 2.3-3.1 ms (docs/accuracy.md)."""
+    all-reduce costs the step. On a 2-vCPU host the accuracy harness's
+    MLP and transformer (0.3 MB of gradients) in DDP saw their all-reduce
+    take 1.7-2.5 ms from issue to end (medians) and add 3.2-4.0 ms to the
+    step; such a stack with the same gradient bytes and step time, in the
+    same rounds, added 0.14 ms less on average over six jobs, one
+    Linear(256, 256) after matmuls 0.6-0.9 ms less (docs/accuracy.md)."""
     import warnings  # noqa: PLC0415
 
     from torch.nn.parallel import DistributedDataParallel  # noqa: PLC0415
@@ -1517,12 +1530,32 @@ def measure_ddp_gap_latency(dist: Any, torch: Any, latency_us: float, bandwidth_
 
         return step
 
-    # Batch sizes for the step lengths: rank 0's plain step at two sizes.
+    # Batch sizes for the step lengths, from rank 0's plain step at batches
+    # 1, 2, 4, ... (up to 4096) until one takes the longest length: each
+    # length's batch lies between the two measured sizes around it, whose
+    # times are made non-decreasing (a noisy timing must not send the batch
+    # far off).
     plain = stack()
-    probe = {b: statistics.median(stepper(plain, b)() for _ in range(15)) for b in (1, 256)}
-    per_sample = max((probe[256] - probe[1]) / 255, 1e-9)
-    wanted = sorted({round((t * 1e-3 - probe[1]) / per_sample) + 1 for t in steps_ms if t * 1e-3 > probe[1]}) or [1]
-    batches = torch.tensor(wanted + [0] * (len(steps_ms) - len(wanted)))  # rank 0's choice, for every rank
+    measured: List[Tuple[int, float]] = []
+    b = 1
+    while True:
+        t = max([statistics.median(stepper(plain, b)() for _ in range(7))] + [m for _, m in measured[-1:]])
+        measured.append((b, t))
+        if t * 1e3 >= max(steps_ms) or b >= 4096:
+            break
+        b *= 2
+    wanted = set()
+    for target in (t * 1e-3 for t in steps_ms):
+        if target <= measured[0][1]:
+            continue  # shorter than the stack's step at batch 1
+        for (b0, t0), (b1, t1) in zip(measured, measured[1:]):
+            if t1 >= target:
+                wanted.add(b0 + round((b1 - b0) * (target - t0) / max(t1 - t0, 1e-9)))
+                break
+        else:
+            wanted.add(measured[-1][0])
+    sizes = sorted(wanted) or [1]
+    batches = torch.tensor(sizes + [0] * (len(steps_ms) - len(sizes)))  # rank 0's, for every rank
     dist.broadcast(batches, 0)
     sizes = [int(b) for b in batches if int(b) > 0]
     with warnings.catch_warnings():

@@ -404,6 +404,28 @@ def test_a_data_parallel_row_says_what_co_running_measured_and_the_comparison_pr
     assert "blocking" not in cnn
     assert "; with the network priced from medians (150 us, 2.50 GB/s, gap_latency 500:0.0;1000:1.0) 0.980 ms (-2.0%)" in mlp
     assert "priced from medians" not in cnn
+    # Each row names the gap_latency its prediction took: data_parallel's from DDP steps.
+    assert "gap_latency (us after a step of us, from DDP steps of a Linear stack) none" in mlp
+
+
+def test_a_tensor_fusion_row_names_its_blocking_gap_and_compares_data_parallels():
+    run = load_run()
+    r = {"experiment": "tensor_fusion", "model": "mlp", "config": {"baseline": "DDP x2, bucket_cap_mb=1",
+                                                                   "optimized": "DDP x2, bucket_cap_mb=25"},
+         "within_noise": False, "predicted_ms": 1.1, "measured_ms": 1.0, "error_pct": 10.0,
+         "optimized": {"median_ms": 1.0, "p10_ms": 0.9, "p90_ms": 1.1}, "baseline": {"median_ms": 2.0},
+         "predicted_speedup": 2.0, "measured_speedup": 2.0, "noise_pct": 1.0, "error_direct_pct": 0.0,
+         "error_additive_pct": 0.0, "baseline_replay_error_pct": 0.0,
+         "network": {"latency_us": 100.0, "bandwidth_gbps": 1.0, "gap_latency": "4000:900.0"},
+         "prediction": {"raw_predicted_ms": 1.0, "capture_tries": [0.01], "opts": ["tensor_fusion:world_size=2"],
+                        "options": {"gap_latency": "500:0.0;4000:300.0"},
+                        "plain_step_ms": {"before": 2.0, "after": 2.0}, "speed_drift": None},
+         "prediction_ddp_gap": {"predicted_ms": 1.2, "error_pct": 20.0, "options": {"gap_latency": "4000:900.0"}}}
+    meta = {"command": "`run.py`", "machine": "test", "torch": "x", "threads": 1, "rounds": 1, "steps": 1,
+            "wall_s": 60.0, "loadavg_1min": {"start": 0.0, "end": 0.0}, "summary": run.summary([r])}
+    line = next(x for x in run.table([r], meta).splitlines() if x.startswith("- tensor_fusion on mlp:"))
+    assert "gap_latency (us after us of compute, from blocking all-reduces after matmuls) 500:0.0;4000:300.0" in line
+    assert "; with data_parallel's gap_latency, from DDP steps (4000:900.0), 1.200 ms (+20.0%)" in line
 
 
 def test_a_single_process_row_captures_its_optimized_step_with_capture_optimized(monkeypatch):

@@ -46,6 +46,7 @@ def test_calibrate_network_measures_gloo_between_local_processes() -> None:
     assert set(net.options()) == {"latency_us", "bandwidth_gbps", "comm_cpu_share", "ddp_cpu_us",
                                   "ddp_cpu_per_gradient_us", "gap_latency", "queued_latency_us", "straggler_us"}
     assert net.options()["straggler_us"] == 0.0
+    assert net.options("tensor_fusion")["gap_latency"] == net.gaps["gap_latency"]
     assert set(net.ddp_gaps["straggler_ms"]) == {str(b) for b in net.ddp_gaps["batches"]}
     names = {o["name"] for p in daydream.passes() if p["name"] == "data_parallel" for o in p["options"]}
     assert set(net.options()) <= names
@@ -168,7 +169,21 @@ def test_options_leave_the_straggler_to_predict_without_gaps_measured_on_ddp_ste
     net = calibrate.NetworkCalibration("nccl", 2, 10.0, 100.0, [])
     assert "straggler_us" not in net.options()
     net.ddp_gaps = {"gap_latency": "4000:100.0"}
-    assert net.options()["straggler_us"] == 0.0
+    net.gap_latency = "4000:100.0"
+    assert net.options()["straggler_us"] == 0.0 and net.options()["gap_latency"] == "4000:100.0"
+
+
+def test_tensor_fusion_takes_the_blocking_all_reduces_gap_latency() -> None:
+    # Its recorded step holds the thread's wake-up after each all-reduce;
+    # the DDP-step points would count it again.
+    net = calibrate.NetworkCalibration("gloo", 2, 10.0, 100.0, [], gap_latency="4000:900.0",
+                                       ddp_gaps={"gap_latency": "4000:900.0"},
+                                       gaps={"gap_latency": "4000:300.0"})
+    tf = net.options("tensor_fusion")
+    assert tf["gap_latency"] == "4000:300.0" and "straggler_us" not in tf
+    assert net.options("data_parallel")["gap_latency"] == "4000:900.0"
+    with pytest.raises(DaydreamError, match="no options for pass 'amp'"):
+        net.options("amp")
 
 
 def test_ddp_gap_points_are_what_the_all_reduce_adds_to_the_step_beyond_the_wire() -> None:
