@@ -12,6 +12,7 @@ Example::
 
     net = daydream.calibrate_network()           # gloo between 2 local processes
     daydream.predict(graph, opt="data_parallel", world_size=2, **net.options())
+    daydream.predict(ddp_graph, opt="tensor_fusion", world_size=2, **net.options("tensor_fusion"))
 """
 
 from __future__ import annotations
