@@ -82,8 +82,8 @@ TARGET_MEDIAN, TARGET_MAX = 5.0, 15.0
 # measured step factor.
 ALTERNATIVE_PREDICTIONS = ("prediction_trace_fit", "prediction_gemm_ratio", "prediction_beside_compute",
                            "prediction_op_model", "prediction_no_gap", "prediction_chain_model",
-                           "prediction_synthetic_ddp", "prediction_no_corun", "prediction_blocking_gap", "prediction_ddp_gap",
-                           "prediction_median_network")
+                           "prediction_synthetic_ddp", "prediction_no_corun", "prediction_blocking_gap",
+                           "prediction_ddp_gap", "prediction_median_network")
 MIB = 1024 * 1024
 # glibc serves allocations from 128 kB up with mmap until a free raises its
 # threshold, and trims the heap's top: whether a step's large tensors fault
@@ -894,7 +894,7 @@ def table(rows: List[Dict[str, Any]], meta: Dict[str, Any]) -> str:
             extra.append(f"- {r['experiment']} on {r['model']}: gloo all-reduce calibrated in the same job to "
                          f"{net['latency_us']:.0f} us per step and {net['bandwidth_gbps']:.2f} GB/s (ring model), "
                          f"comm_cpu_share {net.get('comm_cpu_share', 0.0):.2f}, {ddp_cpu}, "
-                         + (f"gap_latency (us after us of compute, from blocking all-reduces after matmuls) "
+                         + ("gap_latency (us after us of compute, from blocking all-reduces after matmuls) "
                             if r["experiment"].startswith("tensor_fusion") else
                             "gap_latency (us after a step of us, from DDP steps of a Linear stack) ")
                          + f"{r['prediction'].get('options', {}).get('gap_latency') or net.get('gap_latency') or 'none'}"

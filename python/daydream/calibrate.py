@@ -1478,7 +1478,7 @@ def measure_ddp_gap_latency(dist: Any, torch: Any, latency_us: float, bandwidth_
                             block: int = 10) -> Dict[str, Any]:
     """What an all-reduce issued by DDP at the end of a training step adds
     to the step beyond the ring model's wire time, after steps of several
-    lengths, as the communication passes' ``gap_latency`` (every rank of the
+    lengths, as ``data_parallel``'s ``gap_latency`` (every rank of the
     current process group must call it).
 
     A stack of ``layers`` ``Linear(64, 64)`` layers (one bucket of 266 kB of
@@ -1496,8 +1496,8 @@ def measure_ddp_gap_latency(dist: Any, torch: Any, latency_us: float, bandwidth_
     The quiet steps of the ranks do not wait for each other, the real ones
     do: the extra holds each step's wait for the slower rank, as steps of
     that length vary with every rank on this host (``straggler_ms``, from
-    the quiet steps: 0.33-0.73 ms on a 2-vCPU host, where a model's own
-    steps timed alone by the Profiler gave 0.04-0.24). The calibration's
+    the quiet steps: 0.33-1.00 ms on a 2-vCPU host, where a model's own
+    steps timed alone by the Profiler gave 0.04-0.53). The calibration's
     options therefore set ``straggler_us`` to 0.
 
     Unlike :func:`measure_gap_latency`, which times a blocking all-reduce
@@ -1540,7 +1540,9 @@ def measure_ddp_gap_latency(dist: Any, torch: Any, latency_us: float, bandwidth_
     measured: List[Tuple[int, float]] = []
     b = 1
     while True:
-        t = max([statistics.median(stepper(plain, b)() for _ in range(7))] + [m for _, m in measured[-1:]])
+        step = stepper(plain, b)
+        step()  # Adam's first step makes its state
+        t = max([statistics.median(step() for _ in range(7))] + [m for _, m in measured[-1:]])
         measured.append((b, t))
         if t * 1e3 >= max(steps_ms) or b >= 4096:
             break
@@ -1698,8 +1700,8 @@ def calibrate_network(world_size: int = 2, max_mb: float = 4, repeats: int = 20,
     size. Otherwise: ``world_size`` local processes joined by gloo over
     localhost (one thread each), the CPU data-parallel setting. On gloo it
     also measures ``comm_cpu_share`` (see :func:`measure_comm_cpu_share`),
-    ``gap_latency`` (see :func:`measure_ddp_gap_latency`; for comparison,
-    :func:`measure_gap_latency`),
+    ``data_parallel``'s ``gap_latency`` (see :func:`measure_ddp_gap_latency`)
+    and ``tensor_fusion``'s (see :func:`measure_gap_latency`),
     ``queued_latency_us`` (see :func:`measure_queued_latency`) and DDP's own
     CPU work (see :func:`measure_ddp_overhead`).
 
