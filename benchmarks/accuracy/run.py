@@ -461,7 +461,7 @@ def ddp_rank(rank: int, world: int, port: int, exp: str, name: str, a: argparse.
                 out["prediction_no_comm"] = predict(prof, "data_parallel", {
                     **options, "latency_us": 0.0, "bandwidth_gbps": 1e6, "gap_latency": "", "queued_latency_us": -1.0,
                     "straggler_us": 0.0, "buffer_bytes": 0})
-                add_blocking_gap(out, prof, "data_parallel", options, net)
+                add_blocking_gap(out, prof, options, net)
                 add_median_network(out, prof, "data_parallel", options, net)
                 if corun:
                     out["prediction_no_corun"] = predict(prof, "data_parallel", {**options, "cpu_factor": 1.0})
@@ -532,16 +532,16 @@ def ddp_rank(rank: int, world: int, port: int, exp: str, name: str, a: argparse.
         dist.destroy_process_group()
 
 
-def add_blocking_gap(out: Dict[str, Any], prof: Any, opt: str, options: Dict[str, Any], net: Any) -> None:
-    """For comparison: the prediction with gap_latency from blocking
-    all-reduces timed after matmuls (measure_gap_latency) and the wait for
-    the slowest rank from the Profiler's plain steps (predict's
+def add_blocking_gap(out: Dict[str, Any], prof: Any, options: Dict[str, Any], net: Any) -> None:
+    """For comparison, on data_parallel: the prediction with gap_latency
+    from blocking all-reduces timed after matmuls (measure_gap_latency) and
+    the wait for the slowest rank from the Profiler's plain steps (predict's
     straggler_us): the model before measure_ddp_gap_latency, whose points
     hold that wait."""
     blocking = (net.gaps or {}).get("gap_latency")
     if blocking is not None:
         before = {k: v for k, v in options.items() if k != "straggler_us"}
-        out["prediction_blocking_gap"] = predict(prof, opt, {**before, "gap_latency": blocking})
+        out["prediction_blocking_gap"] = predict(prof, "data_parallel", {**before, "gap_latency": blocking})
 
 
 def add_ddp_gap(out: Dict[str, Any], prof: Any, options: Dict[str, Any], net: Any) -> None:

@@ -1512,24 +1512,23 @@ def measure_ddp_gap_latency(dist: Any, torch: Any, latency_us: float, bandwidth_
 
     from torch.nn.parallel import DistributedDataParallel  # noqa: PLC0415
 
+    from .capture import training_step  # noqa: PLC0415
+
     def stack() -> Any:
         return torch.nn.Sequential(*[torch.nn.Linear(64, 64) for _ in range(layers)])
 
-    loss = torch.nn.MSELoss()
-
     def stepper(model: Any, batch: int) -> Callable[[], float]:
+        """Seconds of one training step of ``model`` at ``batch``, per call."""
         g = torch.Generator().manual_seed(batch)
         x, y = torch.randn(batch, 64, generator=g), torch.randn(batch, 64, generator=g)
-        opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+        step = training_step(model, x, y, torch.nn.MSELoss(), torch.optim.Adam(model.parameters(), lr=1e-3))
 
-        def step() -> float:
+        def timed() -> float:
             t0 = time.perf_counter()
-            opt.zero_grad(set_to_none=True)
-            loss(model(x), y).backward()
-            opt.step()
+            step()
             return time.perf_counter() - t0
 
-        return step
+        return timed
 
     # Batch sizes for the step lengths, from rank 0's plain step at batches
     # 1, 2, 4, ... (up to 4096) until one takes the longest length: each

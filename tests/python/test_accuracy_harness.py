@@ -462,4 +462,3 @@ def test_a_data_parallel_row_takes_the_ddp_step_apart_beside_the_prediction():
     assert "DDP's own CPU work +0.500 / +0.250 (of it, without DDP +0.250 measured)" in text
     assert "communicating +3.000 / +2.500" in text
     assert "3.500 ms; predicted: the network priced at zero, 4.250 ms" in text
-
