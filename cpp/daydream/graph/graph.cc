@@ -276,7 +276,7 @@ class ChainCheck {
 
 }  // namespace
 
-int64_t Graph::FindCycleTask(int64_t* stuck_tasks) const {
+int64_t Graph::FindCycleTask(int64_t* stuck_tasks, std::vector<int64_t>* cycle) const {
   // The event graph the simulator runs: node 2t is task t's start, 2t+1 its
   // end. Ordinary edges tie an end to a start, launch edges two starts, sync
   // edges two ends. Any cycle there could never finish.
@@ -317,10 +317,58 @@ int64_t Graph::FindCycleTask(int64_t* stuck_tasks) const {
   }
   if (visited == nodes) return -1;
   if (stuck_tasks != nullptr) *stuck_tasks = static_cast<int64_t>(nodes - visited + 1) / 2;
+  // The unvisited nodes are those on a cycle and those after one. A depth-
+  // first walk through them along the edges comes back to a node on its
+  // path: that stretch of the path is a cycle.
+  auto successors = [&](size_t v, auto&& f) {
+    if (v % 2 == 0) f(v + 1);  // a task's start precedes its end
+    for (int32_t k = offsets[v]; k < offsets[v + 1]; ++k) f(static_cast<size_t>(heads[static_cast<size_t>(k)]));
+  };
+  std::vector<uint8_t> state(nodes, 0);  // 0 unseen, 1 on the path, 2 done
   for (size_t v = 0; v < nodes; ++v) {
+    if (indegree[v] == 0) state[v] = 2;
+  }
+  for (size_t root = 0; root < nodes; ++root) {
+    if (state[root] != 0) continue;
+    std::vector<std::pair<size_t, std::vector<size_t>>> path;  // node, its successors left to try
+    auto enter = [&](size_t v) {
+      state[v] = 1;
+      std::vector<size_t> next;
+      successors(v, [&](size_t h) {
+        if (state[h] != 2) next.push_back(h);
+      });
+      path.emplace_back(v, std::move(next));
+    };
+    enter(root);
+    while (!path.empty()) {
+      if (path.back().second.empty()) {
+        state[path.back().first] = 2;
+        path.pop_back();
+        continue;
+      }
+      const size_t h = path.back().second.back();
+      path.back().second.pop_back();
+      if (state[h] == 0) {
+        enter(h);
+      } else if (state[h] == 1) {
+        // Back to `h`: the path from it on is the cycle, as tasks.
+        size_t i = path.size();
+        while (path[i - 1].first != h) --i;
+        std::vector<int64_t> tasks_on;
+        for (size_t j = i - 1; j < path.size(); ++j) {
+          const auto t = static_cast<int64_t>(path[j].first / 2);
+          if (tasks_on.empty() || tasks_on.back() != t) tasks_on.push_back(t);
+        }
+        if (tasks_on.size() > 1 && tasks_on.front() == tasks_on.back()) tasks_on.pop_back();
+        if (cycle != nullptr) *cycle = tasks_on;
+        return tasks_on.front();
+      }
+    }
+  }
+  for (size_t v = 0; v < nodes; ++v) {  // not reached: the unvisited nodes hold a cycle
     if (indegree[v] > 0) return static_cast<int64_t>(v / 2);
   }
-  return -1;  // not reached: some node was left unvisited
+  return -1;
 }
 
 absl::Status Graph::Validate() const { return ValidateImpl(/*check_cycles=*/true, /*check_chains=*/false); }
@@ -403,9 +451,19 @@ absl::Status Graph::ValidateImpl(bool check_cycles, bool check_chains) const {
     }
   }
   int64_t stuck = 0;  // tasks whose start or end is never reached
-  if (const int64_t t = check_cycles ? FindCycleTask(&stuck) : -1; t >= 0) {
+  std::vector<int64_t> cycle;
+  if (const int64_t t = check_cycles ? FindCycleTask(&stuck, &cycle) : -1; t >= 0) {
+    // The cycle, task by task (a long one shortened in the middle).
+    std::string around = cycle.empty() ? "" : ": ";
+    const size_t shown = cycle.size() <= 8 ? cycle.size() : 6;
+    for (size_t i = 0; i < shown; ++i) {
+      const size_t k = cycle.size() <= 8 || i < 3 ? i : cycle.size() - (shown - i);
+      if (cycle.size() > 8 && i == 3) StrAppend(&around, "... (", cycle.size() - 6, " more) -> ");
+      StrAppend(&around, cycle[k], " (", Str(tasks[static_cast<size_t>(cycle[k])].name), ") -> ");
+    }
+    if (!cycle.empty()) StrAppend(&around, cycle[0]);
     return bad(StrCat("the dependency edges form a cycle through task ", t, " (", Str(tasks[static_cast<size_t>(t)].name),
-                      "); ", stuck, " tasks could never finish"));
+                      ")", around, "; ", stuck, " tasks could never finish"));
   }
   for (size_t i = 0; i < iterations.size(); ++i) {
     const Iteration& it = iterations[i];

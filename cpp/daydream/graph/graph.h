@@ -253,12 +253,13 @@ class Graph {
 
   // Validate's cycle check alone: a task on a cycle of the dependency edges
   // (-1 when there is none; kDanglingEdge when an edge names a task that does
-  // not exist, which Validate reports first), and in `stuck_tasks` about how
-  // many tasks the cycles leave unable to finish. Reads only the edges and
-  // the number of tasks, so it may run while another thread sets the tasks'
-  // other fields.
+  // not exist, which Validate reports first), in `stuck_tasks` about how
+  // many tasks the cycles leave unable to finish, and in `cycle` the tasks
+  // of one cycle in edge order, starting with the one returned. Reads only
+  // the edges and the number of tasks, so it may run while another thread
+  // sets the tasks' other fields.
   static constexpr int64_t kDanglingEdge = -2;
-  int64_t FindCycleTask(int64_t* stuck_tasks = nullptr) const;
+  int64_t FindCycleTask(int64_t* stuck_tasks = nullptr, std::vector<int64_t>* cycle = nullptr) const;
 
   // Validate, less the cycle check: for a caller that ran FindCycleTask.
   absl::Status ValidateAllButCycles() const;

@@ -411,10 +411,10 @@ absl::StatusOr<RecordedShares> RemoveRecordedCpuShares(Graph& graph, const std::
 // when gloo's threads gave its core back), and it goes with the all-reduce,
 // instead of being bridged by the removal to what the all-reduce waited for. Later waiters (DDP's finalize, the
 // optimizer) are relinked to the new buckets (WaitersOf). `gone`: as for
-// WaitersOf. Returns how many edges were dropped.
+// WaitersOf; `produced_by`: GradientsProducedBy of the graph as recorded.
+// Returns how many edges were dropped.
 size_t DropWaitsBeforeGradients(const Graph& graph, GraphEditor& editor, const std::vector<int32_t>& old,
-                                const std::vector<int32_t>& gone, const std::vector<int32_t>& grads) {
-  const std::vector<TimeNs> produced_by = GradientsProducedBy(graph, grads);
+                                const std::vector<int32_t>& gone, const std::vector<TimeNs>& produced_by) {
   size_t dropped = 0;
   for (int32_t t : old) {
     const Task& c = graph.tasks[static_cast<size_t>(t)];
@@ -437,10 +437,13 @@ size_t DropWaitsBeforeGradients(const Graph& graph, GraphEditor& editor, const s
 // i that waited for the gradient all-reduces a recorded graph had (DDP's
 // finalize, copying the buckets back into the gradients): each waits for the
 // iteration's last new bucket instead, where it started after every bucket's
-// gradients were produced (else it cannot have waited for them all).
+// gradients were produced (`produced_by`, GradientsProducedBy of the graph as
+// recorded: an edit since may have shortened a producer), else it cannot
+// have waited for them all.
 absl::StatusOr<int64_t> InsertAllReduces(Graph& graph, const AllReducePlan& plan, const std::vector<int32_t>& grads,
                                          PassContext& context, std::string_view pass,
-                                         const std::vector<std::vector<Waiter>>& waiters = {}) {
+                                         const std::vector<std::vector<Waiter>>& waiters = {},
+                                         const std::vector<TimeNs>& produced_by = {}) {
   if (graph.iterations.empty()) {
     return absl::FailedPreconditionError("the graph has no iterations to place communication in");
   }
@@ -455,7 +458,6 @@ absl::StatusOr<int64_t> InsertAllReduces(Graph& graph, const AllReducePlan& plan
     if (!graph.has_adjacency()) graph.BuildAdjacency();
     DD_ASSIGN_OR_RETURN(replay, Simulate(graph));
   }
-  const std::vector<TimeNs> produced_by = waiters.empty() ? std::vector<TimeNs>() : GradientsProducedBy(graph, grads);
   GraphEditor editor(graph);
   Resource channel;
   channel.kind = ResourceKind::kCommChannel;
@@ -590,7 +592,14 @@ absl::StatusOr<int64_t> InsertAllReduces(Graph& graph, const AllReducePlan& plan
     if (static_cast<size_t>(it) < waiters.size()) {
       for (const Waiter& w : waiters[static_cast<size_t>(it)]) {
         Task& task = graph.tasks[static_cast<size_t>(w.task)];
-        if (task.recorded_start_ns < produced_by[static_cast<size_t>(it)]) continue;
+        // A producer of the iteration's gradients (a recorded zero-length one
+        // ends where it starts) cannot wait for their all-reduces.
+        const bool producer = std::any_of(buckets.begin(), buckets.end(), [&](const std::vector<int32_t>& bucket) {
+          return std::any_of(bucket.begin(), bucket.end(), [&](int32_t t) {
+            return ProducerIn(graph.tensors[static_cast<size_t>(t)], it) == w.task;
+          });
+        });
+        if (producer || task.recorded_start_ns < produced_by[static_cast<size_t>(it)]) continue;
         editor.AddEdge(previous, w.task, EdgeKind::kData, w.lag_ns);
         task.gap_ns = std::max<TimeNs>(0, task.gap_ns - w.gap_cut_ns);
         ++linked_waiters;
@@ -822,16 +831,19 @@ class TensorFusionPass : public Pass {
     // What waited for the recorded all-reduces waits for the new ones: the
     // removal below would link it to what the old ones waited for instead.
     std::vector<std::vector<Waiter>> waiters;
+    std::vector<TimeNs> produced_by;
     if (!old.empty()) {
       std::vector<int32_t> gone = old;
       gone.insert(gone.end(), issues.begin(), issues.end());
       std::sort(gone.begin(), gone.end());
       waiters = WaitersOf(graph, old, gone);
+      // Before the shares below shorten the producers.
+      produced_by = GradientsProducedBy(graph, grads);
       DD_ASSIGN_OR_RETURN(const RecordedShares shares, RemoveRecordedCpuShares(graph, old, issues, plan));
       // One call issues each bucket's all-reduce, as the recorded ones did.
       plan.issue_call_ns = shares.call_ns;
       GraphEditor editor(graph);
-      const size_t dropped = DropWaitsBeforeGradients(graph, editor, old, gone, grads);
+      const size_t dropped = DropWaitsBeforeGradients(graph, editor, old, gone, produced_by);
       for (int32_t t : old) DD_RETURN_IF_ERROR(editor.RemoveTask(t, /*keep_gap=*/false));
       TimeNs issued = 0;
       for (int32_t t : issues) {
@@ -855,7 +867,7 @@ class TensorFusionPass : public Pass {
                                       : std::string()));
       // Tensor ids are unchanged by the removal; the list stays valid.
     }
-    DD_RETURN_IF_ERROR(InsertAllReduces(graph, plan, grads, context, name(), waiters).status());
+    DD_RETURN_IF_ERROR(InsertAllReduces(graph, plan, grads, context, name(), waiters, produced_by).status());
     return true;
   }
 

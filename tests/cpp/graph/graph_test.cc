@@ -7,6 +7,7 @@
 
 #include <catch2/catch.hpp>
 
+#include "daydream/base/strings.h"
 #include "daydream/base/time.h"
 
 using namespace daydream;
@@ -221,6 +222,31 @@ TEST_CASE("Validate catches a cycle of ordinary edges", "[graph]") {
   REQUIRE_FALSE(s.ok());
   CHECK_THAT(Msg(s), Catch::StartsWith("the dependency edges form a cycle through task ") &&
                          Catch::Contains("3 tasks could never finish"));
+  // The error walks the cycle, so that a pass's author sees which edge closed it.
+  CHECK_THAT(Msg(s), Catch::Contains(": 0 (a) -> 1 (b) -> 2 (c) -> 0;"));
+}
+
+TEST_CASE("Validate shortens a long cycle in its error, and names its tasks, not those stuck after it", "[graph]") {
+  Fixture f;
+  // Twelve tasks in a ring after a task that only waits for it.
+  const int32_t after = f.Add("after", f.cpu, 1);
+  std::vector<int32_t> ring;
+  for (int i = 0; i < 12; ++i) ring.push_back(f.Add(StrCat("r", i), f.gpu, 1, TaskKind::kKernel));
+  for (int i = 0; i < 12; ++i) f.g.AddEdge(ring[static_cast<size_t>(i)], ring[static_cast<size_t>((i + 1) % 12)], EdgeKind::kStreamWait);
+  f.g.AddEdge(ring[5], after, EdgeKind::kStreamWait);
+  std::vector<int64_t> cycle;
+  int64_t stuck = 0;
+  const int64_t t = f.g.FindCycleTask(&stuck, &cycle);
+  CHECK(stuck == 13);
+  REQUIRE(cycle.size() == 12);
+  CHECK(t == cycle[0]);
+  CHECK(t != after);  // stuck behind the ring, not on it
+  for (size_t i = 0; i < cycle.size(); ++i) {
+    CHECK(cycle[(i + 1) % 12] == ring[static_cast<size_t>((cycle[i] - ring[0] + 1) % 12)]);
+  }
+  const std::string m = Msg(f.g.Validate());
+  CHECK_THAT(m, Catch::Contains("... (6 more) -> ") && Catch::Contains("13 tasks could never finish"));
+  CHECK_THAT(m, Catch::Contains(StrCat(": ", t, " (r", t - ring[0], ") -> ")));
 }
 
 TEST_CASE("FindCycleTask names a task on a cycle, or says there is none or an edge dangles", "[graph]") {
@@ -230,8 +256,11 @@ TEST_CASE("FindCycleTask names a task on a cycle, or says there is none or an ed
   CHECK(f.g.FindCycleTask(&stuck) == -1);
   CHECK(stuck == -7);  // untouched without a cycle
   f.g.AddEdge(2, 1, EdgeKind::kStreamWait);  // b and c wait on each other; a does not
-  const int64_t t = f.g.FindCycleTask(&stuck);
+  std::vector<int64_t> cycle;
+  const int64_t t = f.g.FindCycleTask(&stuck, &cycle);
   CHECK((t == 1 || t == 2));
+  CHECK((cycle == std::vector<int64_t>{1, 2} || cycle == std::vector<int64_t>{2, 1}));
+  CHECK(cycle[0] == t);
   CHECK(stuck == 2);
   CHECK(f.g.ValidateAllButCycles().ok());  // everything else about the graph is fine
   CHECK_THAT(Msg(f.g.Validate()), Catch::Contains("cycle") && Catch::Contains("2 tasks could never finish"));

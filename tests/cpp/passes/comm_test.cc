@@ -1140,6 +1140,60 @@ TEST_CASE("tensor_fusion drops a wait for a recorded all-reduce by a task that r
                                                "gradients were all produced go too"));
 }
 
+TEST_CASE("tensor_fusion never makes a gradient's producer wait for the all-reduce of its gradient", "[comm]") {
+  // The builder linked the thread's resume at bwd2#0, the iteration's last
+  // gradient, to a recorded all-reduce (as in the test above). Such a wait
+  // goes: its task did not start after the gradients were all produced.
+  // Whether it did is read from the recorded times, before the recorded
+  // all-reduces' CPU share shortens the producer (a share near 1 can take
+  // its whole span), and a producer of zero recorded length, which ends
+  // where it starts, is never taken for a waiter either. Either mistake made
+  // the producer wait for its own gradient's all-reduce: a cycle.
+  for (const bool zero_length : {false, true}) {
+    for (const char* share : {"0.5", "1"}) {
+      INFO("zero_length " << zero_length << ", comm_cpu_share " << share);
+      TrainingGraphOptions o = CpuRanks();
+      o.recorded_world = 2;
+      o.issue_calls = true;
+      // Recorded all-reduces long enough that the next one spans bwd2 whole.
+      o.recorded_net.alpha_s = 200e-6;
+      TrainingGraph t(o);
+      std::vector<int32_t> last(2, -1), first_ar(2, -1);
+      for (size_t i = 0; i < t.g.tasks.size(); ++i) {
+        const Task& task = t.g.tasks[i];
+        for (int it = 0; it < 2; ++it) {
+          if (t.g.TaskName(static_cast<int32_t>(i)) == StrCat("bwd2#", it)) last[static_cast<size_t>(it)] = static_cast<int32_t>(i);
+          if (first_ar[static_cast<size_t>(it)] < 0 && task.kind == TaskKind::kCollective && task.iteration == it) {
+            first_ar[static_cast<size_t>(it)] = static_cast<int32_t>(i);
+          }
+        }
+      }
+      for (size_t it = 0; it < 2; ++it) {
+        REQUIRE(last[it] >= 0);
+        REQUIRE(first_ar[it] >= 0);
+        if (zero_length) t.g.tasks[static_cast<size_t>(last[it])].duration_ns = 0;
+        t.g.AddEdge(first_ar[it], last[it], EdgeKind::kThread, 3 * kUs);
+      }
+      t.g.BuildAdjacency();
+      absl::StatusOr<Schedule> s = Simulate(t.g);
+      REQUIRE(s.ok());
+      for (size_t i = 0; i < t.g.tasks.size(); ++i) t.g.tasks[i].recorded_start_ns = s->start_ns[i];
+      // 1 ms per ring step: every all-reduce is longer on the network than
+      // its recorded span, so the share of all it overlapped is taken.
+      PassContext context;
+      REQUIRE(RunOk("tensor_fusion", {{"network", "ethernet10"}, {"latency_us", "1000"}, {"comm_cpu_share", share}},
+                    t.g, &context));
+      t.g.BuildAdjacency();
+      for (int32_t ar : Inserted(t.g)) {
+        for (int32_t e : t.g.out_edges(ar)) {
+          INFO(t.g.TaskName(t.g.edges[static_cast<size_t>(e)].to));
+          CHECK(!StartsWith(t.g.TaskName(t.g.edges[static_cast<size_t>(e)].to), "bwd"));
+        }
+      }
+    }
+  }
+}
+
 TEST_CASE("tensor_fusion makes what waited for the recorded all-reduces wait for the new buckets", "[comm]") {
   // DDP's finalize copies the buckets back into the gradients once every
   // all-reduce is done; the CPU optimizer (on another thread) waits for the
