@@ -13,7 +13,9 @@ the other slept 5 ms before every all-reduce (near the wall time if gloo's
 threads spin while they wait, near zero if they sleep). ``--comm-threads realtime`` runs gloo's
 threads at SCHED_FIFO, as ``run.py --comm-threads realtime`` does;
 ``--phases`` times forward, backward and optimizer step of the model in DDP
-with the harness's small buckets, with one bucket, and plain, instead;
+with the harness's small buckets, with one bucket, plain, and with the small
+buckets and nothing sent (``keep_bucket_hook``), instead, each phase with
+the training thread's wait for a core (its run-queue time, Linux schedstat);
 ``--decompose`` takes the harness's data_parallel step apart instead: the
 plain step alone and on both ranks at once, DDP with nothing to
 communicate, DDP, and DDP's all-reduces timed from issue to end; with
@@ -211,31 +213,44 @@ def phase_times(a: argparse.Namespace, dist: Any, DDP: Any, build: Any, adam: An
                 x: Any, y: Any) -> Dict[str, Dict[str, float]]:
     """``--phases``: forward, backward and optimizer step of the model in DDP
     with the harness's small buckets (1/20 of its gradients), in DDP with one
-    bucket, and plain, interleaved round by round; medians in ms."""
+    bucket, plain, and in DDP with the small buckets and nothing sent,
+    interleaved round by round; medians in ms, of each phase's time and of
+    the time the thread waited for a core in it ("runqueue")."""
+    from daydream.calibrate import keep_bucket_hook  # noqa: PLC0415
+    from daydream.capture import thread_runqueue_ms  # noqa: PLC0415
+
+    def runqueue_ms() -> float:
+        return thread_runqueue_ms() or 0.0
+
     small = round(grad_mb(build(a.model)) / 20, 4)
     models = {f"DDP bucket_cap_mb={small:g}": DDP(build(a.model), bucket_cap_mb=small),
               "DDP bucket_cap_mb=25": DDP(build(a.model), bucket_cap_mb=25.0), "plain": build(a.model)}
+    quiet = DDP(build(a.model), bucket_cap_mb=small)
+    quiet.register_comm_hook(None, keep_bucket_hook)
+    models[f"DDP bucket_cap_mb={small:g}, nothing sent"] = quiet
     optimizers = {k: adam(m.parameters()) for k, m in models.items()}
-    times: Dict[str, Dict[str, List[float]]] = {k: {"forward": [], "backward": [], "optimizer": [], "step": []}
-                                                for k in models}
+    phases = ("forward", "backward", "optimizer", "step")
+    keys = [*phases, *(f"{p} runqueue" for p in phases)]
+    times: Dict[str, Dict[str, List[float]]] = {k: {p: [] for p in keys} for k in models}
     rounds = max(a.steps // 30, 3)
     for r in range(rounds + 2):  # the first two rounds warm up
         for k, m in models.items():
             opt = optimizers[k]
             for _ in range(30):
                 dist.barrier()
-                t0 = time.perf_counter()
+                w0, t0 = runqueue_ms(), time.perf_counter()
                 opt.zero_grad(set_to_none=True)
                 loss = loss_fn(m(x), y)
-                t1 = time.perf_counter()
+                w1, t1 = runqueue_ms(), time.perf_counter()
                 loss.backward()
-                t2 = time.perf_counter()
+                w2, t2 = runqueue_ms(), time.perf_counter()
                 opt.step()
-                t3 = time.perf_counter()
+                w3, t3 = runqueue_ms(), time.perf_counter()
                 if r >= 2:
-                    for phase, v in (("forward", t1 - t0), ("backward", t2 - t1), ("optimizer", t3 - t2),
-                                     ("step", t3 - t0)):
+                    for phase, v, w in (("forward", t1 - t0, w1 - w0), ("backward", t2 - t1, w2 - w1),
+                                        ("optimizer", t3 - t2, w3 - w2), ("step", t3 - t0, w3 - w0)):
                         times[k][phase].append(v * 1e3)
+                        times[k][f"{phase} runqueue"].append(w)
     return {k: {phase: statistics.median(v) for phase, v in d.items()} for k, d in times.items()}
 
 
