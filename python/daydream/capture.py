@@ -54,6 +54,17 @@ MODULE_PREFIX = "daydream.module: "
 GRAD_PREFIX = "daydream.grad: "
 
 
+def thread_runqueue_ms() -> Optional[float]:
+    """How long the calling thread has waited for a core so far, in ms: the
+    run-queue time Linux keeps per thread (``/proc/thread-self/schedstat``,
+    its second field); None where the kernel does not keep it."""
+    try:
+        with open("/proc/thread-self/schedstat") as f:
+            return int(f.read().split()[1]) / 1e6
+    except (OSError, IndexError, ValueError):
+        return None
+
+
 def _torch() -> Any:
     try:
         import torch  # noqa: PLC0415 - torch is optional and heavy
@@ -192,12 +203,19 @@ class Profiler:
         self._hooks: Optional[_ModelHooks] = None
         self._steps = 0
         self._wait_stamps: List[float] = []  # perf_counter at start() and at each wait step's end
+        # The training thread's run-queue time (thread_runqueue_ms) at start() and at each step's end.
+        self._runqueue_stamps: List[Optional[float]] = []
         # The optimizer's step() timed apart in the wait steps (its pre/post hooks).
         self._step_hooks: List[Any] = []
         self._step_began: Optional[float] = None
         self._step_depth = 0  # optimizer.step() calls open (a step that raised leaves one; step() resets it)
         self._step_s = 0.0  # inside optimizer.step() during the current wait step
         self._optimizer_s: List[float] = []  # per wait step
+        # The model's forward timed apart in the wait steps (its forward pre-hook and hook).
+        self._forward_hooks: List[Any] = []
+        self._forward_began: Optional[float] = None
+        self._forward_s = 0.0  # inside the model's forward during the current wait step
+        self._forward_times_s: List[float] = []  # per wait step
         #: The positional inputs of ``model``'s first recorded forward, the
         #: tensors themselves (references, not copies: calibrations whose cost
         #: depends on values, such as token ids, run on them); None without a
@@ -237,10 +255,12 @@ class Profiler:
         )
         self._prof.__enter__()
         self._wait_stamps = [time.perf_counter()]
+        self._runqueue_stamps = [thread_runqueue_ms()]
         if self.wait == 0:
             self._install_hooks()
         else:
             self._time_optimizer_steps()
+            self._time_forwards()
         return self
 
     def _time_optimizer_steps(self) -> None:
@@ -266,10 +286,34 @@ class Profiler:
 
         self._step_hooks = [register[0](begin), register[1](end)]
 
-    def _untime_optimizer_steps(self) -> None:
-        for h in self._step_hooks:
+    def _time_forwards(self) -> None:
+        """Times the model's forward in the wait steps (a forward pre-hook
+        and hook: two clock reads a call), for :attr:`plain_forward_ms`. On
+        a DistributedDataParallel model, the module it wraps: DDP's own
+        forward may wait for the buffers' broadcast, communication that the
+        graph's forward phase does not hold."""
+        module = self.model
+        if type(module).__name__ == "DistributedDataParallel" and getattr(module, "module", None) is not None:
+            module = module.module
+        register = (getattr(module, "register_forward_pre_hook", None), getattr(module, "register_forward_hook", None))
+        if not all(callable(r) for r in register):
+            return
+
+        def begin(*_: Any) -> None:
+            self._forward_began = time.perf_counter()
+
+        def end(*_: Any) -> None:
+            if self._forward_began is not None:
+                self._forward_s += time.perf_counter() - self._forward_began
+                self._forward_began = None
+
+        self._forward_hooks = [register[0](begin), register[1](end)]
+
+    def _untime_wait_steps(self) -> None:
+        for h in self._step_hooks + self._forward_hooks:
             h.remove()
         self._step_hooks = []
+        self._forward_hooks = []
 
     def _install_hooks(self) -> None:
         # Not in the wait steps: the hooks' ranges cost time even with the profiler off.
@@ -297,10 +341,14 @@ class Profiler:
             if self._step_hooks:
                 self._optimizer_s.append(self._step_s)
                 self._step_s, self._step_depth, self._step_began = 0.0, 0, None
+            if self._forward_hooks:
+                self._forward_times_s.append(self._forward_s)
+                self._forward_s, self._forward_began = 0.0, None
+        self._runqueue_stamps.append(thread_runqueue_ms())
         self._prof.step()
         self._steps += 1
         if self._steps == self.wait:
-            self._untime_optimizer_steps()
+            self._untime_wait_steps()
             self._install_hooks()
 
     @property
@@ -317,6 +365,22 @@ class Profiler:
         daydream's hooks; their median is :attr:`plain_step_ms`."""
         stamps = self._wait_stamps
         return [(b - a) * 1e3 for a, b in zip(stamps, stamps[1:])]
+
+    @property
+    def recorded_cpu_wait_ms(self) -> Optional[List[float]]:
+        """Per recorded (``active``) step, in order, how long the thread that
+        called :meth:`step` (the one that trains) waited for a core: ready to
+        run while other threads held the cores (Linux schedstat, see
+        :func:`thread_runqueue_ms`). On CPU ranks whose collectives run on
+        gloo's threads, that is what they took from the computing thread,
+        which ``tensor_fusion`` takes off with the recorded all-reduces
+        (``recorded_cpu_wait_us``). None where the kernel does not keep it
+        or before the recording ended."""
+        first = self.wait + self.warmup
+        stamps = self._runqueue_stamps[first:first + self.active + 1]
+        if len(stamps) != self.active + 1 or any(s is None for s in stamps):
+            return None
+        return [max(0.0, b - a) for a, b in zip(stamps, stamps[1:])]  # type: ignore[operator]
 
     @property
     def model_inputs(self) -> Optional[List[Tuple[Tuple[int, ...], Any]]]:
@@ -371,6 +435,16 @@ class Profiler:
                 "for a steadier baseline")
 
     @property
+    def plain_forward_ms(self) -> Optional[float]:
+        """Median time inside the model's forward in the ``wait`` steps
+        (given ``model=``; in a DistributedDataParallel model, the module it
+        wraps); None without one, or when no wait step ran it."""
+        times = [t for t in self._forward_times_s if t > 0]
+        if not times:
+            return None
+        return statistics.median(times) * 1e3
+
+    @property
     def plain_optimizer_ms(self) -> Optional[float]:
         """Median time inside ``optimizer.step()`` in the ``wait`` steps
         (given ``optimizer=`` with torch.optim's step hooks); None without
@@ -387,7 +461,7 @@ class Profiler:
             self._prof.__exit__(None, None, None)
         finally:
             self._prof = None
-            self._untime_optimizer_steps()
+            self._untime_wait_steps()
             if self._input_hook is not None:
                 self._input_hook.remove()
                 self._input_hook = None
@@ -441,7 +515,7 @@ class Profiler:
                 plain = self.plain_step_ms
                 if plain is not None:
                     overhead = calibrate.fit_profiler_overhead(trace, graph, overhead, plain,
-                                                               self.plain_optimizer_ms)
+                                                               self.plain_optimizer_ms, self.plain_forward_ms)
                 self.overhead = overhead
                 graph = calibrate.remove_profiler_overhead(trace, graph, overhead)
             self._graph = graph

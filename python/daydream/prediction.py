@@ -436,6 +436,29 @@ def _straggler(name: str, graph: Graph, given: Dict[str, str], step_times_ms: Se
                "as one-off stalls" if stalls else ""))
 
 
+def _recorded_cpu_waits(graph: Graph, requests: List[Tuple[str, Dict[str, str]]],
+                        waits_ms: Optional[Sequence[float]]) -> List[str]:
+    """tensor_fusion on a recorded data-parallel step that a Profiler timed:
+    how long its training thread waited for a core in each recorded
+    iteration (``Profiler.recorded_cpu_wait_ms``) becomes
+    ``recorded_cpu_wait_us``, what the recorded all-reduces' threads took from
+    it, unless given. Only where the graph communicates, and one wait per
+    iteration of the graph."""
+    if not waits_ms or len(waits_ms) != len(graph.iterations):
+        return []
+    notes: List[str] = []
+    for name, given in requests:
+        if name != "tensor_fusion" or "recorded_cpu_wait_us" in given:
+            continue
+        if graph.summary()["tasks_by_kind"]["collective"] == 0:
+            return []
+        given["recorded_cpu_wait_us"] = ";".join(f"{w * 1e3:.1f}" for w in waits_ms)
+        notes.append(f"tensor_fusion: in the recorded iterations the training thread waited {min(waits_ms):.3f}-"
+                     f"{max(waits_ms):.3f} ms (median {statistics.median(waits_ms):.3f}) for a core "
+                     "(recorded_cpu_wait_us, from Linux schedstat)")
+    return notes
+
+
 def _calibrate_batch_cpu(graph: Graph, given: Dict[str, str], model: Any = None, inputs: Any = None) -> List[str]:
     """batch_size on a CPU-only graph: a CPU op's fixed cost on this machine
     (``cpu_fixed_us``) and, with the model and its inputs' shapes, each
@@ -633,6 +656,7 @@ def _predict_recorded(subject: Any, recorded: Any, opt: OptSpec, options: Dict[s
     calibration_notes += _calibrate(
         graph, requests, model, getattr(recorded, "optimizer", None), getattr(recorded, "model_input_values", None),
         getattr(recorded, "plain_step_times_ms", ()), memo)
+    calibration_notes += _recorded_cpu_waits(graph, requests, getattr(recorded, "recorded_cpu_wait_ms", None))
     baseline = api._baseline_replays.get(graph)
     result = _core.predict(graph, requests, baseline, scratch)
     if baseline is None:

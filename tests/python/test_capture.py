@@ -23,6 +23,7 @@ import torch.nn as nn  # noqa: E402
 
 import daydream  # noqa: E402
 from daydream.calibrate import MAX_CPU_FACTOR, MIN_CPU_FACTOR, phase_cpu_ms  # noqa: E402
+from daydream.capture import thread_runqueue_ms  # noqa: E402
 from models import batch_for, build, loss_for  # noqa: E402
 
 MODELS = ["mlp", "cnn", "transformer"]
@@ -216,22 +217,53 @@ def test_wait_steps_run_without_hooks_and_are_timed() -> None:
     inputs, target = batch_for("mlp")
     prof = daydream.Profiler(wait=3, warmup=0, active=1, model=model)
 
-    def hooked() -> bool:
-        return any(m._forward_pre_hooks for m in model.modules())
+    def hooked() -> bool:  # daydream's module hooks, on every submodule
+        return any(m._forward_pre_hooks for m in model.modules() if m is not model)
 
     with prof:
         assert prof.plain_step_ms is None
         for i in range(4):
             assert hooked() == (i == 3), i  # installed when the recording begins
+            if i < 3:  # in the wait steps only the model's own forward is timed (two clock reads)
+                assert (len(model._forward_pre_hooks), len(model._forward_hooks)) == (1, 1), i
             loss_for("mlp")(model(inputs), target).backward()
             if i < 3:
                 time.sleep(0.02)  # the wait steps are at least 20 ms
             prof.step()
     assert 20 <= prof.plain_step_ms < 1000
-    assert not hooked()
+    assert 0 < prof.plain_forward_ms < 20  # the forward alone, not the sleep after it
+    assert not hooked() and not model._forward_pre_hooks and not model._forward_hooks
     assert prof.overhead is None
     _ = prof.graph
     assert prof.overhead.plain_step_ms == prof.plain_step_ms
+
+
+@pytest.mark.skipif(thread_runqueue_ms() is None or not hasattr(os, "sched_setaffinity"),
+                    reason="needs Linux schedstat and CPU affinity")
+def test_recorded_steps_say_how_long_the_training_thread_waited_for_a_core() -> None:
+    """With a busy process pinned to the training thread's only core, each
+    recorded step waits for the core about as long as it runs."""
+    core = min(os.sched_getaffinity(0))
+    saved = os.sched_getaffinity(0)
+    spinner = subprocess.Popen([sys.executable, "-c", f"import os; os.sched_setaffinity(0, {{{core}}})\nwhile True: pass"])
+    try:
+        os.sched_setaffinity(0, {core})
+        time.sleep(0.2)  # the spinner is pinned and running
+        a = torch.randn(256, 256)
+        prof = daydream.Profiler(wait=1, warmup=0, active=2)
+        with prof:
+            for _ in range(3):
+                t0 = time.thread_time()
+                while time.thread_time() - t0 < 0.05:  # 50 ms of CPU work a step
+                    a = torch.tanh(a @ a)
+                prof.step()
+    finally:
+        os.sched_setaffinity(0, saved)
+        spinner.kill()
+        spinner.wait()
+    waits = prof.recorded_cpu_wait_ms
+    assert waits is not None and len(waits) == 2
+    assert all(w > 10 for w in waits), waits  # sharing one core with a busy process: about 50 ms each
 
 
 def test_wait_steps_time_the_optimizer_step_apart() -> None:
@@ -406,11 +438,19 @@ def _free_port() -> str:
         return str(s.getsockname()[1])
 
 
-def test_ddp_with_two_gloo_processes_yields_collectives_with_the_right_bytes(tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def ddp_run(tmp_path_factory) -> Path:
+    """The folder ddp_worker.py wrote: two gloo ranks' traces and what their Profilers measured."""
+    out = tmp_path_factory.mktemp("ddp")
     worker = Path(__file__).with_name("ddp_worker.py")
-    r = subprocess.run([sys.executable, str(worker), str(tmp_path), _free_port()],
+    r = subprocess.run([sys.executable, str(worker), str(out), _free_port()],
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-3000:]
+    return out
+
+
+def test_ddp_with_two_gloo_processes_yields_collectives_with_the_right_bytes(ddp_run: Path) -> None:
+    tmp_path = ddp_run
     job = daydream.load_job(tmp_path)
     assert job.ranks == [0, 1]
     param_bytes = (128 * 512 + 512 + 512 * 512 + 512 + 512 * 10 + 10) * 4
@@ -427,3 +467,44 @@ def test_ddp_with_two_gloo_processes_yields_collectives_with_the_right_bytes(tmp
         resources = graph.resources()
         main = max(range(len(resources)), key=lambda r: sum(1 for i in range(graph.num_tasks) if graph.task(i)["resource"] == r))
         assert all(c["resource"] != main for c in collectives)
+    for rank in (0, 1):
+        measured = json.loads((tmp_path / "measured" / f"rank{rank}.json").read_text())
+        assert measured["plain_forward_ms"] > 0
+        # A step that waits for all-reduces is fitted to its forward, not to its length.
+        assert "forward" in measured["fit"] and "step timed without" not in measured["fit"], measured["fit"]
+        # The training thread's wait for a core in each recorded step goes to tensor_fusion.
+        if thread_runqueue_ms() is None:
+            assert measured["recorded_cpu_wait_ms"] is None
+            continue
+        waits = measured["recorded_cpu_wait_ms"]
+        assert len(waits) == measured["iterations"] == 2 and all(w >= 0 for w in waits)
+        opt = measured["opts"][0]
+        assert "recorded_cpu_wait_us=" + ";".join(f"{w * 1e3:.1f}" for w in waits) in opt, opt
+        assert any("waited" in n and "recorded_cpu_wait_us" in n for n in measured["notes"]), measured["notes"]
+
+
+def test_fit_to_the_forward_of_a_step_that_communicates(ddp_run: Path) -> None:
+    """fit_profiler_overhead with the forward's unprofiled time, on a graph
+    with collectives: the forward's CPU time reaches it, whatever the step's."""
+    from daydream import calibrate
+
+    trace = daydream.load_trace(str(ddp_run / "rank0.pt.trace.json"))
+    recorded = daydream.build_graph(trace)
+    measured = calibrate.profiler_overhead(True)
+    unscaled = phase_cpu_ms(calibrate.remove_profiler_overhead(trace, daydream.build_graph(trace), measured), "forward")
+    profiled = phase_cpu_ms(recorded, "forward")
+    assert 0 < unscaled < profiled
+    step = 1e6  # no step length could be fitted to: the forward is
+    for target, how in ((0.8 * unscaled, "cpu"), ((unscaled + profiled) / 2, "scale"), (1.1 * profiled, "none")):
+        fitted = calibrate.fit_profiler_overhead(trace, recorded, measured, step, plain_forward_ms=target)
+        graph = calibrate.remove_profiler_overhead(trace, daydream.build_graph(trace), fitted)
+        if how == "none":
+            assert fitted.fit_note.startswith("not fitted: the forward") and fitted.plain_forward_ms is None
+            continue
+        assert phase_cpu_ms(graph, "forward") == pytest.approx(target, rel=2e-3)
+        assert fitted.plain_forward_ms == target and "forward timed without the profiler" in fitted.fit_text()
+        if how == "scale":
+            assert 0 < fitted.scale < 1 and fitted.cpu_factor == 1.0
+        else:
+            assert fitted.scale == 1.0 and MIN_CPU_FACTOR < fitted.cpu_factor < 1
+

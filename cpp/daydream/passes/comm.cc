@@ -304,13 +304,19 @@ std::vector<std::vector<Waiter>> WaitersOf(Graph& graph, const std::vector<int32
 // (gap) before each, in proportion to their overlap with it; a gap in which an
 // all-reduce ended is left alone (the thread waited for it: idle time). The
 // calls in `issues` go whole; their share is what is left of them once the
-// all-reduce's share is taken out: what issuing one costs.
+// all-reduce's share is taken out: what issuing one costs. `waited_us`, when
+// not empty (one per iteration): how long the issuing thread was measured to
+// wait for a core in each recorded iteration (Linux schedstat, which
+// daydream.Profiler reads): that much of the iteration's overlapped time
+// goes instead, at most all of it, shared among its all-reduces by their
+// overlap.
 struct RecordedShares {
   TimeNs removed_ns = 0;  // taken off the thread's other work
   TimeNs call_ns = 0;     // the calls' median less the all-reduce share they hold
 };
 absl::StatusOr<RecordedShares> RemoveRecordedCpuShares(Graph& graph, const std::vector<int32_t>& old,
-                                                       const std::vector<int32_t>& issues, const AllReducePlan& plan) {
+                                                       const std::vector<int32_t>& issues, const AllReducePlan& plan,
+                                                       const std::vector<double>& waited_us = {}) {
   const double share = plan.comm_cpu_share;
   if (share <= 0 || old.empty() || issues.empty()) return RecordedShares{};
   if (!graph.has_adjacency()) graph.BuildAdjacency();
@@ -370,16 +376,33 @@ absl::StatusOr<RecordedShares> RemoveRecordedCpuShares(Graph& graph, const std::
       }
     }
   };
-  for (int32_t t : old) {
+  std::vector<TimeNs> overlapped_by(old.size(), 0);
+  std::vector<double> iteration_overlap(graph.iterations.size(), 0);
+  for (size_t k = 0; k < old.size(); ++k) {
+    const auto t = static_cast<size_t>(old[k]);
+    for_each_overlap(replay.start_ns[t], replay.end_ns[t], [&](Piece&, TimeNs o) { overlapped_by[k] += o; });
+    const int32_t it = graph.tasks[t].iteration;
+    if (it >= 0 && static_cast<size_t>(it) < iteration_overlap.size()) {
+      iteration_overlap[static_cast<size_t>(it)] += static_cast<double>(overlapped_by[k]);
+    }
+  }
+  for (size_t k = 0; k < old.size(); ++k) {
+    const int32_t t = old[k];
     const Task& c = graph.tasks[static_cast<size_t>(t)];
     const TimeNs a = replay.start_ns[static_cast<size_t>(t)];
     const TimeNs b = replay.end_ns[static_cast<size_t>(t)];
-    TimeNs overlapped = 0;
-    for_each_overlap(a, b, [&](Piece&, TimeNs o) { overlapped += o; });
+    const TimeNs overlapped = overlapped_by[k];
     if (overlapped <= 0) continue;
-    const TimeNs wire =
-        CollectiveTime(Collective::kAllReduce, plan.algorithm, std::max<int64_t>(c.bytes, 0), plan.world_size, plan.network);
-    const double take = share * static_cast<double>(std::min(overlapped, wire));
+    double take = 0;
+    if (!waited_us.empty()) {
+      const auto it = static_cast<size_t>(c.iteration);  // every iteration has its entry (checked by the caller)
+      take = std::min(waited_us[it] * 1e3, iteration_overlap[it]) * static_cast<double>(overlapped) /
+             iteration_overlap[it];
+    } else {
+      const TimeNs wire = CollectiveTime(Collective::kAllReduce, plan.algorithm, std::max<int64_t>(c.bytes, 0),
+                                         plan.world_size, plan.network);
+      take = share * static_cast<double>(std::min(overlapped, wire));
+    }
     for_each_overlap(a, b, [&](Piece& p, TimeNs o) {
       p.cut += take * static_cast<double>(o) / static_cast<double>(overlapped);
     });
@@ -785,6 +808,26 @@ class DataParallelPass : public Pass {
   PassOptions options_;
 };
 
+// recorded_cpu_wait_us: "US;US;..." with one value per recorded iteration,
+// each in [0, 1e9] (empty: none given). Error: a bad value or count.
+absl::StatusOr<std::vector<double>> ParseRecordedWaits(const std::string& text, size_t iterations) {
+  std::vector<double> out;
+  if (text.empty()) return out;
+  for (absl::string_view piece : absl::StrSplit(text, ';')) {
+    double v = 0;
+    if (!absl::SimpleAtod(piece, &v) || !(v >= 0 && v <= 1e9)) {
+      return absl::InvalidArgumentError(StrCat("recorded_cpu_wait_us: '", std::string(piece),
+                                               "' is not a time in microseconds in [0, 1e9]"));
+    }
+    out.push_back(v);
+  }
+  if (out.size() != iterations) {
+    return absl::InvalidArgumentError(StrCat("recorded_cpu_wait_us has ", out.size(), " values; the graph has ",
+                                             iterations, " iterations (one value per recorded iteration)"));
+  }
+  return out;
+}
+
 class TensorFusionPass : public Pass {
  public:
   explicit TensorFusionPass(PassOptions options) : options_(std::move(options)) {}
@@ -821,6 +864,8 @@ class TensorFusionPass : public Pass {
     DD_ASSIGN_OR_RETURN(std::vector<int32_t> grads, Gradients(graph, options_.Double("gradient_mb")));
     DD_ASSIGN_OR_RETURN(AllReducePlan plan, PlanFrom(options_, graph, world, samples));
     if (plan.comm_cpu_share <= 0 || old.empty()) issues.clear();
+    DD_ASSIGN_OR_RETURN(const std::vector<double> waited_us, ParseRecordedWaits(options_.String("recorded_cpu_wait_us"),
+                                                                                graph.iterations.size()));
     if (!old.empty() && (plan.ddp_cpu_us > 0 || plan.ddp_cpu_per_gradient_us > 0)) {
       // The recorded graph already holds DDP's reducer work (its hooks stay,
       // one per gradient, whatever the buckets).
@@ -839,7 +884,7 @@ class TensorFusionPass : public Pass {
       waiters = WaitersOf(graph, old, gone);
       // Before the shares below shorten the producers.
       produced_by = GradientsProducedBy(graph, grads);
-      DD_ASSIGN_OR_RETURN(const RecordedShares shares, RemoveRecordedCpuShares(graph, old, issues, plan));
+      DD_ASSIGN_OR_RETURN(const RecordedShares shares, RemoveRecordedCpuShares(graph, old, issues, plan, waited_us));
       // One call issues each bucket's all-reduce, as the recorded ones did.
       plan.issue_call_ns = shares.call_ns;
       GraphEditor editor(graph);
@@ -858,10 +903,15 @@ class TensorFusionPass : public Pass {
                                                   static_cast<double>(issued) / 1e6, " ms on the issuing thread; "
                                                   "one call of their median and a CPU share per new bucket take "
                                                   "their place)"),
-                          shares.removed_ns > 0 ? StrCat("; ", static_cast<double>(shares.removed_ns) / 1e6,
-                                              " ms of the issuing thread's other work, its comm_cpu_share while the "
-                                              "recorded all-reduces ran, goes with them")
-                                     : std::string(),
+                          shares.removed_ns > 0
+                              ? StrCat("; ", static_cast<double>(shares.removed_ns) / 1e6,
+                                       " ms of the issuing thread's other work, ",
+                                       waited_us.empty() || issues.empty()
+                                           ? "its comm_cpu_share while the recorded all-reduces ran"
+                                           : "the time it waited for a core while the recorded all-reduces ran "
+                                             "(recorded_cpu_wait_us)",
+                                       ", goes with them")
+                              : std::string(),
                           dropped > 0 ? StrCat("; ", dropped, " waits for them by tasks that ran before their "
                                                "iteration's gradients were all produced go too")
                                       : std::string()));
@@ -980,13 +1030,18 @@ PassInfo TensorFusionPassInfo() {
       "that share of its time on the thread that issues it, after one issuing call (the recorded calls' median less "
       "the all-reduce share they hold); the recorded calls are removed, and so is what each recorded all-reduce took "
       "from the issuing thread's other work (the share of its overlap, at most the share of its time on the "
-      "network). Sources: Horovod tensor fusion, PyTorch DDP buckets, XLA's all-reduce combiner, DisCo.";
+      "network; with recorded_cpu_wait_us, the time the thread was measured to wait for a core instead). Sources: Horovod tensor fusion, PyTorch DDP buckets, XLA's all-reduce combiner, DisCo.";
   info.options = {
       {"bucket_mb", OptionType::kDouble, "25", "bucket size in MB (0: one all-reduce per gradient)"},
       {"first_bucket_mb", OptionType::kDouble, "1", "size of the first bucket in MB"},
       {"world_size", OptionType::kInt, "0", "number of ranks (0: the trace's world size)"},
       {"gradient_mb", OptionType::kDouble, "0",
        "total gradient size in MB, for traces that do not record gradient sizes (0: from the graph)"},
+      {"recorded_cpu_wait_us", OptionType::kString, "",
+       "with comm_cpu_share, per recorded iteration ('US;US;...'), how long the thread that computes and issues "
+       "the all-reduces waited for a core (daydream.Profiler reads it from Linux schedstat): that much of its time "
+       "overlapped by the recorded all-reduces goes with them, instead of comm_cpu_share of their time (empty: "
+       "comm_cpu_share)"},
   };
   for (OptionSpec& s : NetworkOptions()) info.options.push_back(s);
   info.create = [](const PassOptions& o) -> absl::StatusOr<std::unique_ptr<Pass>> {

@@ -1099,6 +1099,69 @@ TEST_CASE("tensor_fusion takes the recorded all-reduces' CPU share off the work 
   CHECK(work_after == work_before);
 }
 
+TEST_CASE("tensor_fusion with recorded_cpu_wait_us takes the measured wait for a core off the overlapped work",
+          "[comm]") {
+  // The thread that computes was measured to wait W us for a core in each
+  // recorded iteration: that much of its time overlapped by the recorded
+  // all-reduces goes, shared among them by overlap, instead of
+  // comm_cpu_share of their time; never more than they overlapped.
+  TrainingGraphOptions o;
+  o.gpu = false;
+  o.gpu_optimizer = false;
+  o.recorded_world = 2;
+  o.issue_calls = true;
+  o.grad_bytes = {64 * 1024, 64 * 1024, 64 * 1024};
+  o.recorded_net.alpha_s = 30e-6;
+  o.recorded_net.beta_bytes_per_s = 100e9;
+  const TrainingGraph recorded(o);
+  // With share 1 on a slow network the share model takes all the overlap:
+  // the most a measured wait can take.
+  std::vector<TimeNs> calls;
+  const auto [all_tasks, all_gaps] = ExpectedShareCuts(recorded.g, 1.0, recorded.gpu, nullptr, &calls);
+  const TimeNs overlap = all_tasks + all_gaps;
+  REQUIRE(overlap > 40 * kUs);  // 2 iterations: 20 us and more each
+  // The calls that issued the all-reduces were waiting too: their part of
+  // the wait goes with them (what is left of them issues each new bucket).
+  TimeNs calls_overlap = 0;
+  for (TimeNs left : calls) calls_overlap += 20 * kUs - left;
+  REQUIRE(calls_overlap > 0);
+  // The two iterations are alike: of a wait, this fraction is the other work's.
+  const double others = static_cast<double>(overlap) / static_cast<double>(overlap + calls_overlap);
+  // The thread's work and gaps after the pass (the inserted calls and
+  // shares aside); a wait of 0 takes nothing, and is the reference.
+  auto work_after = [&](const std::string& waits, const char* share, std::string* note = nullptr) {
+    TrainingGraph t(o);
+    PassContext context;
+    REQUIRE(RunOk("tensor_fusion", {{"network", "ethernet10"}, {"latency_us", "1000"}, {"comm_cpu_share", share},
+                                    {"recorded_cpu_wait_us", waits}},
+                  t.g, &context));
+    if (note != nullptr) *note = context.notes[0];
+    TimeNs work = 0;
+    for (const Task& x : t.g.tasks) {
+      if (x.resource == t.gpu && x.phase != Phase::kComm) work += x.duration_ns + x.gap_ns;
+    }
+    return work;
+  };
+  const TimeNs untouched = work_after("0;0", "0.5");
+  std::string note;
+  const auto expected = static_cast<TimeNs>(std::llround(others * 12 * kUs));  // 5 + 7 us
+  CHECK(std::llabs(untouched - work_after("5;7", "0.5", &note) - expected) <= 12);  // rounded piece by piece
+  CHECK_THAT(note, Catch::Contains("the time it waited for a core while the recorded all-reduces ran "
+                                   "(recorded_cpu_wait_us)"));
+  // The share does not matter once the wait is given, as long as there is one.
+  CHECK(std::llabs(untouched - work_after("5;7", "0.1") - expected) <= 12);
+  // A wait longer than the overlap takes the overlap.
+  CHECK(std::llabs(untouched - work_after("1000000;1000000", "0.5") - overlap) <= 24);
+  // Bad values and counts are refused by name.
+  for (const char* bad : {"5", "5;7;9", "5;-1", "5;x"}) {
+    INFO(bad);
+    TrainingGraph t(o);
+    const absl::Status s = RunError("tensor_fusion", {{"comm_cpu_share", "0.5"}, {"recorded_cpu_wait_us", bad}}, t.g);
+    CHECK(s.code() == absl::StatusCode::kInvalidArgument);
+    CHECK_THAT(std::string(s.message()), Catch::Contains("recorded_cpu_wait_us"));
+  }
+}
+
 TEST_CASE("tensor_fusion drops a wait for a recorded all-reduce by a task that ran before the gradients were all produced",
           "[comm]") {
   // The builder links a thread that resumed right after an all-reduce ended
