@@ -1929,8 +1929,9 @@ def fit_profiler_overhead(trace: Any, graph: Graph, overhead: ProfilerOverhead,
 
     A step that waits for collectives (a recorded data-parallel step) is
     not fitted to its length: how long its all-reduces take moves from step
-    to step far more than the profiler's cost (on CPU ranks with gloo, 10
-    recorded steps of the accuracy harness's transformer took 14-30 ms),
+    to step far more than the profiler's cost (on CPU ranks with gloo, the
+    10 recorded steps of one capture of the accuracy harness's transformer
+    took 17-32 ms),
     and fitted to it the CPU work came out x0.25 in one capture and with
     nearly all of the profiler's cost left in another. With
     ``plain_forward_ms`` (the model's forward timed without the profiler,
