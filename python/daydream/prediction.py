@@ -442,14 +442,20 @@ def _recorded_cpu_waits(graph: Graph, requests: List[Tuple[str, Dict[str, str]]]
     how long its training thread waited for a core in each recorded
     iteration (``Profiler.recorded_cpu_wait_ms``) becomes
     ``recorded_cpu_wait_us``, what the recorded all-reduces' threads took from
-    it, unless given. Only where the graph communicates, and one wait per
-    iteration of the graph."""
+    it, unless given. Only where the graph communicates, with one wait per
+    iteration of the graph, and for a pass given ``comm_cpu_share`` (without
+    one, collectives run beside compute and take nothing from it)."""
     if not waits_ms or len(waits_ms) != len(graph.iterations):
         return []
     notes: List[str] = []
     for name, given in requests:
         if name != "tensor_fusion" or "recorded_cpu_wait_us" in given:
             continue
+        try:
+            if not float(given.get("comm_cpu_share", "0")) > 0:
+                continue
+        except ValueError:
+            continue  # the pass names the bad value
         if graph.summary()["tasks_by_kind"]["collective"] == 0:
             return []
         given["recorded_cpu_wait_us"] = ";".join(f"{w * 1e3:.1f}" for w in waits_ms)

@@ -622,7 +622,10 @@ absl::StatusOr<int64_t> InsertAllReduces(Graph& graph, const AllReducePlan& plan
             return ProducerIn(graph.tensors[static_cast<size_t>(t)], it) == w.task;
           });
         });
-        if (producer || task.recorded_start_ns < produced_by[static_cast<size_t>(it)]) continue;
+        if (producer || static_cast<size_t>(it) >= produced_by.size() ||
+            task.recorded_start_ns < produced_by[static_cast<size_t>(it)]) {
+          continue;
+        }
         editor.AddEdge(previous, w.task, EdgeKind::kData, w.lag_ns);
         task.gap_ns = std::max<TimeNs>(0, task.gap_ns - w.gap_cut_ns);
         ++linked_waiters;
