@@ -286,7 +286,17 @@ def keep_capture(a: argparse.Namespace, exp: str, name: str, prof: Any, predicti
     prof.save_trace(stem + ".json.gz")
     prof.graph.save(stem + ".graph.pb")  # what daydream.predict ran the pass on: the profiler's overhead removed
     if prediction is not None:
-        Path(stem + ".options.json").write_text(json.dumps({"opts": prediction["opts"]}, indent=1) + "\n")
+        # With what the Profiler measured, so that the capture can be fitted
+        # again another way (repredict.py).
+        o = getattr(prof, "overhead", None)
+        measured = {"plain_step_ms": getattr(prof, "plain_step_ms", None),
+                    "plain_optimizer_ms": getattr(prof, "plain_optimizer_ms", None),
+                    "plain_forward_ms": getattr(prof, "plain_forward_ms", None),
+                    "overhead": None if o is None else {
+                        "per_record_ns": o.per_record_ns, "module_hook_ns": o.module_hook_ns,
+                        "grad_hook_ns": o.grad_hook_ns, "record_shapes": o.record_shapes}}
+        Path(stem + ".options.json").write_text(json.dumps({"opts": prediction["opts"], "profiler": measured},
+                                                           indent=1) + "\n")
 
 
 def summarize(times: Dict[str, List[List[float]]], base: str, opt: str) -> Dict[str, Any]:

@@ -3,6 +3,8 @@
 import importlib.util
 from pathlib import Path
 
+import pytest
+
 RUN_PY = Path(__file__).resolve().parents[2] / "benchmarks" / "accuracy" / "run.py"
 
 
@@ -282,7 +284,11 @@ def test_save_traces_keeps_the_trace_the_corrected_graph_and_the_options(tmp_pat
     opts = ["tensor_fusion:world_size=2"]
     run.keep_capture(argparse.Namespace(save_traces=tmp_path), "tensor_fusion", "mlp", Capture(), {"opts": opts})
     assert (tmp_path / "tensor_fusion_mlp.json.gz").read_bytes() == b"trace"
-    assert json.loads((tmp_path / "tensor_fusion_mlp.options.json").read_text())["opts"] == opts
+    kept_options = json.loads((tmp_path / "tensor_fusion_mlp.options.json").read_text())
+    assert kept_options["opts"] == opts
+    # What the Profiler measured goes beside them (none here), for repredict.py.
+    assert kept_options["profiler"] == {"plain_step_ms": None, "plain_optimizer_ms": None, "plain_forward_ms": None,
+                                        "overhead": None}
     kept = daydream.Graph.load(str(tmp_path / "tensor_fusion_mlp.graph.pb"))
     assert kept.to_bytes() == graph.to_bytes()
     run.keep_capture(argparse.Namespace(save_traces=None), "x", "y", Capture(), {"opts": opts})  # off: writes nothing
@@ -462,3 +468,47 @@ def test_a_data_parallel_row_takes_the_ddp_step_apart_beside_the_prediction():
     assert "DDP's own CPU work +0.500 / +0.250 (of it, without DDP +0.250 measured)" in text
     assert "communicating +3.000 / +2.500" in text
     assert "3.500 ms; predicted: the network priced at zero, 4.250 ms" in text
+
+
+def test_repredict_drops_only_the_recorded_waits():
+    repredict = load_script("repredict.py")
+    opt = "tensor_fusion:world_size=2,comm_cpu_share=0.3,recorded_cpu_wait_us=1.5;2;0,queued_latency_us=5"
+    assert repredict.without_waits(opt) == "tensor_fusion:world_size=2,comm_cpu_share=0.3,queued_latency_us=5"
+    assert repredict.without_waits("tensor_fusion:recorded_cpu_wait_us=1;2,world_size=2") == "tensor_fusion:world_size=2"
+    assert repredict.without_waits("amp") == "amp"
+
+
+def test_repredict_fits_a_kept_capture_both_ways_and_predicts_it_four(tmp_path):
+    """On a kept single-process capture (no collectives) the forward fit is
+    the step fit, and there are no waits to drop: the four ways agree, and
+    the first is the row's own prediction."""
+    import argparse  # noqa: PLC0415
+    import json  # noqa: PLC0415
+
+    import daydream  # noqa: PLC0415
+    import torch  # noqa: PLC0415
+    from models import batch_for, build, loss_for  # noqa: PLC0415
+
+    run, repredict = load_run(), load_script("repredict.py")
+    torch.manual_seed(0)
+    model = build("mlp")
+    x, y = batch_for("mlp")
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    prof = daydream.Profiler(wait=3, warmup=1, active=2, model=model, optimizer=opt)
+    with prof:
+        for _ in range(6):
+            opt.zero_grad()
+            loss_for("mlp")(model(x), y).backward()
+            opt.step()
+            prof.step()
+    prediction = daydream.predict(prof, opt="scale:cpu=0.5")
+    run.keep_capture(argparse.Namespace(save_traces=tmp_path), "scale", "mlp", prof, {"opts": prediction.opts})
+    measured = json.loads((tmp_path / "scale_mlp.options.json").read_text())["profiler"]
+    assert measured["plain_step_ms"] == prof.plain_step_ms and measured["plain_forward_ms"] == prof.plain_forward_ms
+    row = {"experiment": "scale", "model": "mlp", "baseline": {"median_ms": 2.0}, "measured_ms": 1.0}
+    errors = repredict.errors(row, tmp_path)
+    assert errors is not None and len(errors) == 4
+    assert errors[0] == pytest.approx(100 * (2.0 / prediction.speedup - 1.0), rel=1e-6)
+    assert errors == pytest.approx([errors[0]] * 4, rel=1e-9)
+    # A row without a kept capture, or one kept before the Profiler's measurements were, is skipped.
+    assert repredict.errors(dict(row, model="cnn"), tmp_path) is None
