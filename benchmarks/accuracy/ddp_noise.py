@@ -324,7 +324,7 @@ def stand_in_configs(rank: int, dist: Any, DDP: Any, adam: Any, model: Any, mode
     daydream.calibrate.measure_ddp_gap_latency's stand-in was chosen."""
     import torch  # noqa: PLC0415
 
-    from daydream.calibrate import keep_bucket_hook  # noqa: PLC0415
+    from daydream.calibrate import batches_for_step_lengths, keep_bucket_hook  # noqa: PLC0415
 
     nbytes = sum(p.numel() * p.element_size() for p in model.parameters())
     layers = max(1, round(nbytes / (64 * 65 * 4)))
@@ -345,19 +345,12 @@ def stand_in_configs(rank: int, dist: Any, DDP: Any, adam: Any, model: Any, mode
     target = median_ms(model_step)
     loss = torch.nn.MSELoss()
 
-    def step_ms(batch: int) -> float:
+    def step_s(batch: int) -> float:
         m = stack()
         xs, ys = torch.randn(batch, 64), torch.randn(batch, 64)
-        return median_ms(training_step(m, xs, ys, loss, adam(m.parameters())))
+        return median_ms(training_step(m, xs, ys, loss, adam(m.parameters()))) / 1e3
 
-    batch, before, before_ms = 1, 0, 0.0
-    while True:
-        t = step_ms(batch)
-        if t >= target or batch >= 1 << 16:
-            if before:  # between the last two sizes, linearly
-                batch = before + round((batch - before) * (target - before_ms) / max(t - before_ms, 1e-9))
-            break
-        before, before_ms, batch = batch, t, batch * 2
+    batch = batches_for_step_lengths(step_s, [target / 1e3], 1 << 16)[0] or 1
     b = torch.tensor([batch])
     dist.broadcast(b, 0)
     batch = int(b[0])

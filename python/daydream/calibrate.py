@@ -1473,6 +1473,37 @@ def ddp_gap_points(quiet_ms: Dict[float, List[float]], real_ms: Dict[float, List
     return ";".join(out)
 
 
+def batches_for_step_lengths(step_s: Callable[[int], float], lengths_s: Sequence[float],
+                             max_batch: int = 4096) -> List[Optional[int]]:
+    """The batch at which a step takes each of ``lengths_s``, from
+    ``step_s(batch)`` (a step's time at that batch) at batches 1, 2, 4, ...
+    (up to ``max_batch``) until one takes the longest length: each length's
+    batch lies between the two timed sizes around it, whose times are made
+    non-decreasing (a noisy timing must not send the batch far off); None
+    for a length below the step at batch 1, ``max_batch``'s batch for one
+    beyond it."""
+    measured: List[Tuple[int, float]] = []
+    b = 1
+    while True:
+        t = max([step_s(b)] + [m for _, m in measured[-1:]])
+        measured.append((b, t))
+        if t >= max(lengths_s) or b >= max_batch:
+            break
+        b *= 2
+    out: List[Optional[int]] = []
+    for target in lengths_s:
+        if target <= measured[0][1]:
+            out.append(None)
+            continue
+        for (b0, t0), (b1, t1) in zip(measured, measured[1:]):
+            if t1 >= target:
+                out.append(b0 + round((b1 - b0) * (target - t0) / max(t1 - t0, 1e-9)))
+                break
+        else:
+            out.append(measured[-1][0])
+    return out
+
+
 def measure_ddp_gap_latency(dist: Any, torch: Any, latency_us: float, bandwidth_gbps: float,
                             steps_ms: Sequence[float] = (2, 4, 6, 8), layers: int = 16, rounds: int = 10,
                             block: int = 10) -> Dict[str, Any]:
@@ -1530,33 +1561,16 @@ def measure_ddp_gap_latency(dist: Any, torch: Any, latency_us: float, bandwidth_
 
         return timed
 
-    # Batch sizes for the step lengths, from rank 0's plain step at batches
-    # 1, 2, 4, ... (up to 4096) until one takes the longest length: each
-    # length's batch lies between the two measured sizes around it, whose
-    # times are made non-decreasing (a noisy timing must not send the batch
-    # far off).
+    # Batch sizes for the step lengths, from rank 0's plain steps.
     plain = stack()
-    measured: List[Tuple[int, float]] = []
-    b = 1
-    while True:
-        step = stepper(plain, b)
+
+    def plain_step_s(batch: int) -> float:
+        step = stepper(plain, batch)
         step()  # Adam's first step makes its state
-        t = max([statistics.median(step() for _ in range(7))] + [m for _, m in measured[-1:]])
-        measured.append((b, t))
-        if t * 1e3 >= max(steps_ms) or b >= 4096:
-            break
-        b *= 2
-    wanted = set()
-    for target in (t * 1e-3 for t in steps_ms):
-        if target <= measured[0][1]:
-            continue  # shorter than the stack's step at batch 1
-        for (b0, t0), (b1, t1) in zip(measured, measured[1:]):
-            if t1 >= target:
-                wanted.add(b0 + round((b1 - b0) * (target - t0) / max(t1 - t0, 1e-9)))
-                break
-        else:
-            wanted.add(measured[-1][0])
-    sizes = sorted(wanted) or [1]
+        return statistics.median(step() for _ in range(7))
+
+    sizes = sorted({b for b in batches_for_step_lengths(plain_step_s, [t * 1e-3 for t in steps_ms])
+                    if b is not None}) or [1]
     batches = torch.tensor(sizes + [0] * (len(steps_ms) - len(sizes)))  # rank 0's, for every rank
     dist.broadcast(batches, 0)
     sizes = [int(b) for b in batches if int(b) > 0]
@@ -1951,73 +1965,49 @@ def fit_profiler_overhead(trace: Any, graph: Graph, overhead: ProfilerOverhead,
         g = remove_profiler_overhead(trace, graph.copy(), o)
         return statistics.median(it["replayed_ms"] for it in _core.simulate(g).iterations)
 
-    if (plain_forward_ms is not None and plain_forward_ms > 0
-            and graph.summary()["tasks_by_kind"]["collective"] > 0):
-        return _fit_to_forward(trace, graph, overhead, plain_step_ms, plain_optimizer_ms, plain_forward_ms, replayed)
+    def forward(o: ProfilerOverhead) -> float:
+        return phase_cpu_ms(remove_profiler_overhead(trace, graph.copy(), o), "forward")
+
+    # What is fitted: the replayed step to the plain step, or, for a step
+    # that waits for collectives, the forward's CPU time to the plain forward.
+    to_forward = (plain_forward_ms is not None and plain_forward_ms > 0
+                  and graph.summary()["tasks_by_kind"]["collective"] > 0)
+    if to_forward:
+        measure, target = forward, float(plain_forward_ms)  # type: ignore[arg-type]
+        profiled = phase_cpu_ms(graph, "forward")
+        unfit = (f"the forward timed without the profiler ({target:.3f} ms) was not faster than the profiled one "
+                 f"({profiled:.3f} ms)")
+    else:
+        measure, target = replayed, plain_step_ms
+        profiled = statistics.median(it["measured_ms"] for it in graph.iterations)
+        unfit = (f"the steps timed without the profiler ({target:.3f} ms) were not faster than the profiled ones "
+                 f"({profiled:.3f} ms)")
     unscaled = replayed(overhead)
-    profiled = statistics.median(it["measured_ms"] for it in graph.iterations)
-    if plain_step_ms >= profiled:
-        # The profiler cannot have made the steps faster: the machine ran
+    if target >= profiled:
+        # The profiler cannot have made them faster: the machine ran
         # slower while they were timed. The measured costs stand.
         return dataclasses.replace(overhead, plain_step_ms=plain_step_ms, unscaled_replayed_ms=unscaled,
                                    fitted_replayed_ms=unscaled,
-                                   fit_note=f"not fitted: the steps timed without the profiler ({plain_step_ms:.3f} "
-                                            f"ms) were not faster than the profiled ones ({profiled:.3f} ms); "
-                                            "the machine's speed changed in between")
-    if unscaled <= plain_step_ms:
-        # Less to remove than measured: the replayed time grows as the scale falls.
-        scale = 1.0 - _bisect(lambda s: replayed(dataclasses.replace(overhead, scale=1.0 - s)), 0.0, 1.0,
-                              plain_step_ms)
+                                   fit_note=f"not fitted: {unfit}; the machine's speed changed in between")
+    if measure(overhead) <= target:
+        # Less to remove than measured: the time grows as the scale falls.
+        scale = 1.0 - _bisect(lambda s: measure(dataclasses.replace(overhead, scale=1.0 - s)), 0.0, 1.0, target)
         fitted = dataclasses.replace(overhead, scale=scale)
     else:
-        factor = _bisect(lambda c: replayed(dataclasses.replace(overhead, cpu_factor=c)), MIN_CPU_FACTOR, 1.0,
-                         plain_step_ms)
+        factor = _bisect(lambda c: measure(dataclasses.replace(overhead, cpu_factor=c)), MIN_CPU_FACTOR, 1.0, target)
         fitted = dataclasses.replace(overhead, cpu_factor=factor)
     if plain_optimizer_ms is not None and plain_optimizer_ms > 0:
         removed = phase_cpu_ms(remove_profiler_overhead(trace, graph.copy(), dataclasses.replace(
             fitted, cpu_factor=1.0)), "optimizer")
         if removed > 0:
             opt = min(max(plain_optimizer_ms / removed, MIN_CPU_FACTOR), MAX_CPU_FACTOR)
-            rest = _bisect(lambda c: replayed(dataclasses.replace(fitted, cpu_factor=c, optimizer_cpu_factor=opt)),
-                           MIN_CPU_FACTOR, MAX_CPU_FACTOR, plain_step_ms)
+            rest = _bisect(lambda c: measure(dataclasses.replace(fitted, cpu_factor=c, optimizer_cpu_factor=opt)),
+                           MIN_CPU_FACTOR, MAX_CPU_FACTOR, target)
             fitted = dataclasses.replace(fitted, cpu_factor=rest, optimizer_cpu_factor=opt,
                                          plain_optimizer_ms=plain_optimizer_ms)
     return dataclasses.replace(fitted, plain_step_ms=plain_step_ms, unscaled_replayed_ms=unscaled,
+                               plain_forward_ms=plain_forward_ms if to_forward else None,
                                fitted_replayed_ms=replayed(fitted))
-
-
-def _fit_to_forward(trace: Any, graph: Graph, overhead: ProfilerOverhead, plain_step_ms: float,
-                    plain_optimizer_ms: Optional[float], plain_forward_ms: float,
-                    replayed: Callable[[ProfilerOverhead], float]) -> ProfilerOverhead:
-    """fit_profiler_overhead of a step that waits for collectives: the costs
-    scaled, or the CPU time, so that the forward's CPU time is
-    ``plain_forward_ms``; the optimizer phase's to ``plain_optimizer_ms``."""
-    def forward(o: ProfilerOverhead) -> float:
-        return phase_cpu_ms(remove_profiler_overhead(trace, graph.copy(), o), "forward")
-
-    unscaled_step = replayed(overhead)
-    profiled = phase_cpu_ms(graph, "forward")
-    if profiled <= 0 or plain_forward_ms >= profiled:
-        return dataclasses.replace(overhead, plain_step_ms=plain_step_ms, unscaled_replayed_ms=unscaled_step,
-                                   fitted_replayed_ms=unscaled_step,
-                                   fit_note=f"not fitted: the forward timed without the profiler ({plain_forward_ms:.3f} "
-                                            f"ms) was not faster than the profiled one ({profiled:.3f} ms); the "
-                                            "machine's speed changed in between")
-    unscaled = forward(overhead)
-    if unscaled <= plain_forward_ms:
-        scale = 1.0 - _bisect(lambda s: forward(dataclasses.replace(overhead, scale=1.0 - s)), 0.0, 1.0,
-                              plain_forward_ms)
-        fitted = dataclasses.replace(overhead, scale=scale)
-    else:  # the forward's CPU time scales with cpu_factor
-        fitted = dataclasses.replace(overhead, cpu_factor=max(plain_forward_ms / unscaled, MIN_CPU_FACTOR))
-    if plain_optimizer_ms is not None and plain_optimizer_ms > 0:
-        removed = phase_cpu_ms(remove_profiler_overhead(trace, graph.copy(), dataclasses.replace(
-            fitted, cpu_factor=1.0)), "optimizer")
-        if removed > 0:
-            opt = min(max(plain_optimizer_ms / removed, MIN_CPU_FACTOR), MAX_CPU_FACTOR)
-            fitted = dataclasses.replace(fitted, optimizer_cpu_factor=opt, plain_optimizer_ms=plain_optimizer_ms)
-    return dataclasses.replace(fitted, plain_step_ms=plain_step_ms, plain_forward_ms=plain_forward_ms,
-                               unscaled_replayed_ms=unscaled_step, fitted_replayed_ms=replayed(fitted))
 
 
 @contextlib.contextmanager

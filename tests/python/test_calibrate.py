@@ -657,3 +657,20 @@ def test_corun_cpu_factor_names_what_it_cannot_time(single_thread, monkeypatch) 
     monkeypatch.setattr(multiprocessing.get_context("fork").Process, "start", no_children)
     with pytest.raises(DaydreamError, match=r"no helper process could be started: AssertionError: daemonic"):
         calibrate.corun_cpu_factor(_Neighbourly(), x)
+
+
+def test_batches_for_step_lengths_interpolate_between_doublings_and_hold_against_a_noisy_timing() -> None:
+    timed = []
+
+    def linear(batch: int) -> float:  # 1 ms per sample
+        timed.append(batch)
+        return batch * 1e-3
+
+    got = calibrate.batches_for_step_lengths(linear, [0.5e-3, 3e-3, 6e-3, 100e-3], max_batch=16)
+    assert got == [None, 3, 6, 16]  # below batch 1; between 2 and 4; between 4 and 8; past the largest batch
+    assert timed == [1, 2, 4, 8, 16]  # doubling, up to max_batch
+    # One slow timing (batch 4 at 20 ms) holds the later ones at it: batch
+    # 8's 8 ms counts as 20 ms, so 30 ms lies 10/20 of the way from 8 to 16
+    # (taken as timed, 22/32 of it: 14).
+    noisy = {1: 1e-3, 2: 2e-3, 4: 20e-3, 8: 8e-3, 16: 40e-3}
+    assert calibrate.batches_for_step_lengths(noisy.__getitem__, [30e-3], max_batch=16) == [12]
