@@ -414,24 +414,59 @@ def test_a_data_parallel_row_says_what_co_running_measured_and_the_comparison_pr
     assert "gap_latency (us after a step of us, from DDP steps of a Linear stack) none" in mlp
 
 
+def tensor_fusion_row(experiment, model, config, options, gap_latency=""):
+    """A finished two-process tensor_fusion row, as table() renders it; the
+    prediction took ``options``."""
+    return {"experiment": experiment, "model": model, "config": config,
+            "within_noise": False, "predicted_ms": 1.1, "measured_ms": 1.0, "error_pct": 10.0,
+            "optimized": {"median_ms": 1.0, "p10_ms": 0.9, "p90_ms": 1.1}, "baseline": {"median_ms": 2.0},
+            "predicted_speedup": 2.0, "measured_speedup": 2.0, "noise_pct": 1.0, "error_direct_pct": 0.0,
+            "error_additive_pct": 0.0, "baseline_replay_error_pct": 0.0,
+            "network": {"latency_us": 100.0, "bandwidth_gbps": 1.0, "gap_latency": gap_latency},
+            "prediction": {"raw_predicted_ms": 1.0, "capture_tries": [0.01], "opts": ["tensor_fusion:world_size=2"],
+                           "options": options, "plain_step_ms": {"before": 2.0, "after": 2.0}, "speed_drift": None}}
+
+
 def test_a_tensor_fusion_row_names_its_blocking_gap_and_compares_data_parallels():
     run = load_run()
-    r = {"experiment": "tensor_fusion", "model": "mlp", "config": {"baseline": "DDP x2, bucket_cap_mb=1",
-                                                                   "optimized": "DDP x2, bucket_cap_mb=25"},
-         "within_noise": False, "predicted_ms": 1.1, "measured_ms": 1.0, "error_pct": 10.0,
-         "optimized": {"median_ms": 1.0, "p10_ms": 0.9, "p90_ms": 1.1}, "baseline": {"median_ms": 2.0},
-         "predicted_speedup": 2.0, "measured_speedup": 2.0, "noise_pct": 1.0, "error_direct_pct": 0.0,
-         "error_additive_pct": 0.0, "baseline_replay_error_pct": 0.0,
-         "network": {"latency_us": 100.0, "bandwidth_gbps": 1.0, "gap_latency": "4000:900.0"},
-         "prediction": {"raw_predicted_ms": 1.0, "capture_tries": [0.01], "opts": ["tensor_fusion:world_size=2"],
-                        "options": {"gap_latency": "500:0.0;4000:300.0"},
-                        "plain_step_ms": {"before": 2.0, "after": 2.0}, "speed_drift": None},
-         "prediction_ddp_gap": {"predicted_ms": 1.2, "error_pct": 20.0, "options": {"gap_latency": "4000:900.0"}}}
+    r = tensor_fusion_row("tensor_fusion", "mlp", {"baseline": "DDP x2, bucket_cap_mb=1",
+                                                    "optimized": "DDP x2, bucket_cap_mb=25"},
+                          {"gap_latency": "500:0.0;4000:300.0"}, gap_latency="4000:900.0")
+    r["prediction_ddp_gap"] = {"predicted_ms": 1.2, "error_pct": 20.0, "options": {"gap_latency": "4000:900.0"}}
     meta = {"command": "`run.py`", "machine": "test", "torch": "x", "threads": 1, "rounds": 1, "steps": 1,
             "wall_s": 60.0, "loadavg_1min": {"start": 0.0, "end": 0.0}, "summary": run.summary([r])}
     line = next(x for x in run.table([r], meta).splitlines() if x.startswith("- tensor_fusion on mlp:"))
     assert "gap_latency (us after us of compute, from blocking all-reduces after matmuls) 500:0.0;4000:300.0" in line
     assert "; with data_parallel's gap_latency, from DDP steps (4000:900.0), 1.200 ms (+20.0%)" in line
+
+
+def test_a_reverse_row_compares_the_queued_latency_of_all_reduces_issued_at_once(monkeypatch):
+    run = load_run()
+
+    class Net:
+        queued = {"queued_latency_us": 250.0, "issued_at_once": {"queued_latency_us": 800.0}}
+
+    calls = []
+    monkeypatch.setattr(run, "predict", lambda prof, opt, options: calls.append((opt, options)) or {"options": options})
+    options = {"world_size": 2, "queued_latency_us": 250.0}
+    out = {"prediction": {"notes": ["tensor_fusion: ...; 9 of the 10 all-reduces queued behind the one before (...)"]}}
+    run.add_queued_at_once(out, "prof", options, Net())
+    assert calls == [("tensor_fusion", {"world_size": 2, "queued_latency_us": 800.0})]
+    # Where nothing queues (one new bucket), the comparison would be the same prediction: left out.
+    calls.clear()
+    out = {"prediction": {"notes": ["tensor_fusion: 27 gradients in 1 bucket per iteration"]}}
+    run.add_queued_at_once(out, "prof", options, Net())
+    assert calls == [] and "prediction_queued_at_once" not in out
+
+    r = tensor_fusion_row("tensor_fusion_reverse", "transformer", {"baseline": "DDP x2, bucket_cap_mb=25",
+                                                                    "optimized": "DDP x2, bucket_cap_mb=0.0152"},
+                          {"gap_latency": "500:0.0", "queued_latency_us": 250.0})
+    r["prediction_queued_at_once"] = {"predicted_ms": 1.3, "error_pct": 30.0, "options": {"queued_latency_us": 800.0}}
+    meta = {"command": "`run.py`", "machine": "test", "torch": "x", "threads": 1, "rounds": 1, "steps": 1,
+            "wall_s": 60.0, "loadavg_1min": {"start": 0.0, "end": 0.0}, "summary": run.summary([r])}
+    line = next(x for x in run.table([r], meta).splitlines() if x.startswith("- tensor_fusion_reverse on transformer:"))
+    assert ("; with queued_latency_us from ten all-reduces issued at once (800 us, instead of 250 us from DDP "
+            "steps) 1.300 ms (+30.0%)") in line
 
 
 def test_a_single_process_row_captures_its_optimized_step_with_capture_optimized(monkeypatch):

@@ -40,7 +40,11 @@ def test_calibrate_network_measures_gloo_between_local_processes() -> None:
     blocking = [tuple(map(float, p.split(":"))) for p in net.gaps["gap_latency"].split(";")]
     assert [g for g, _ in blocking] == [500, 1000, 2000, 4000, 8000]
     # And the latency of an all-reduce queued behind another.
-    assert net.queued_latency_us >= 0 and net.queued["queued"] == 10 and net.queued["batch_mean_ms"] > 0
+    # measured on DDP steps of the stack in one bucket and in one per layer;
+    # ten all-reduces issued at once (the measure before) kept beside it.
+    assert net.queued_latency_us >= 0 and net.queued["queued_latency_us"] == net.queued_latency_us
+    assert net.queued["buckets"] == 16 and set(net.queued["median_ms"]) == {"1", "16"}
+    assert net.queued["issued_at_once"]["queued"] == 10 and net.queued["issued_at_once"]["batch_mean_ms"] > 0
     # Its options feed the communication passes.
     # gap_latency from DDP steps holds the wait for the slowest rank: straggler_us is 0.
     assert set(net.options()) == {"latency_us", "bandwidth_gbps", "comm_cpu_share", "ddp_cpu_us",
@@ -252,6 +256,19 @@ def test_queued_latency_is_the_marginal_time_of_an_all_reduce_behind_another(mon
     assert got["batch_mean_ms"] == pytest.approx(1.0 + 9 * 0.2)
     assert got["per_queued_ms"] == pytest.approx(0.2)
     assert got["queued_latency_us"] == pytest.approx(100.0, rel=1e-6)  # 0.2 ms over the ring's 2 steps
+
+
+def test_ddp_queued_latency_is_the_extra_communication_of_more_buckets_per_ring_step() -> None:
+    # One bucket: communicating adds 1.5 ms to the step; sixteen: 7.5 ms,
+    # of which 0.5 ms is DDP's CPU work per bucket (quiet steps): the
+    # fifteen extra all-reduces add 6 ms, 0.4 ms each, over 2 ring steps.
+    quiet = {1: [2.0, 2.1, 1.9], 16: [2.5, 2.6, 2.4]}
+    real = {1: [3.5, 3.6, 3.4, 9.0, 3.5], 16: [10.0, 10.1, 9.9]}  # medians: a stall does not move them
+    assert calibrate.ddp_queued_latency_us(quiet, real, 2) == pytest.approx(200.0)
+    # Four ranks: six ring steps.
+    assert calibrate.ddp_queued_latency_us(quiet, real, 4) == pytest.approx(400.0 / 6)
+    # More buckets communicating no slower: 0, never negative.
+    assert calibrate.ddp_queued_latency_us(quiet, {1: [3.5], 16: [3.0]}, 2) == 0.0
 
 
 @pytest.mark.parametrize("xs, ys, fit", [
