@@ -10,10 +10,8 @@ collectives) and to the unprofiled step's length (what it did before), and
 each graph is predicted with the row's own options and without the training
 thread's measured wait for a core (``recorded_cpu_wait_us``: tensor_fusion
 then takes ``comm_cpu_share`` of the recorded all-reduces' time instead).
-Prints each row's error % (carried over as the table's headline is: a
-graph fitted to its forward predicts directly, one fitted to its step by
-the ratio carry-over; run.py's ``carry_over``) and the median / mean / max
-|error| of each way.
+Prints each row's error % (ratio carry-over, as the table's headline) and
+the median / mean / max |error| of each way.
 
     python benchmarks/accuracy/run.py --experiments tensor_fusion,tensor_fusion_reverse --save-traces DIR --json DIR.json
     python benchmarks/accuracy/repredict.py DIR.json DIR [DIR2.json DIR2 ...]
@@ -40,10 +38,9 @@ def without_waits(opt: str) -> str:
     return re.sub(r",?recorded_cpu_wait_us=[0-9.;]*", "", opt).replace(":,", ":")
 
 
-def fitted_graphs(trace_path: Path, measured: Dict[str, Any]) -> Tuple[Tuple[Any, bool], Tuple[Any, bool]]:
+def fitted_graphs(trace_path: Path, measured: Dict[str, Any]) -> Tuple[Any, Any]:
     """The capture with the Profiler's measured costs fitted to its forward
-    and to its step (the same fit twice where it had no forward timed), each
-    with whether it was fitted to the forward."""
+    and to its step (the same graph twice where it had no forward timed)."""
     import daydream  # noqa: PLC0415
     from daydream import calibrate  # noqa: PLC0415
 
@@ -53,8 +50,7 @@ def fitted_graphs(trace_path: Path, measured: Dict[str, Any]) -> Tuple[Tuple[Any
     for forward in (measured.get("plain_forward_ms"), None):
         fit = calibrate.fit_profiler_overhead(trace, daydream.build_graph(trace), costs, measured["plain_step_ms"],
                                               measured.get("plain_optimizer_ms"), forward)
-        graphs.append((calibrate.remove_profiler_overhead(trace, daydream.build_graph(trace), fit),
-                       fit.plain_forward_ms is not None))
+        graphs.append(calibrate.remove_profiler_overhead(trace, daydream.build_graph(trace), fit))
     return graphs[0], graphs[1]
 
 
@@ -75,11 +71,10 @@ def errors(row: Dict[str, Any], saved: Path) -> Optional[List[float]]:
     forward, step = fitted_graphs(trace, measured)
     baseline, truth = row["baseline"]["median_ms"], row["measured_ms"]
     out = []
-    for graph, to_forward in (forward, step):
+    for graph in (forward, step):
         for o in (opt, without_waits(opt)):
-            p = daydream.predict(graph, opt=o)
-            predicted = p.predicted_ms if to_forward else baseline / p.speedup  # run.py's carry_over
-            out.append(100 * (predicted - truth) / truth)
+            speedup = daydream.predict(graph, opt=o).speedup
+            out.append(100 * (baseline / speedup - truth) / truth)
     return out
 
 

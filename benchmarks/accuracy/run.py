@@ -16,10 +16,7 @@ Python process, on the CPU:
 2. the baseline is captured with ``daydream.Profiler(model=..., optimizer=...)``
    and ``daydream.predict`` runs the matching pass on its graph;
 3. the prediction of the unprofiled optimized step is
-   ``baseline median (unprofiled) / predicted speed-up`` (ratio carry-over),
-   or, where the capture waits for collectives and was fitted to its forward
-   instead of its step, the pass's own ``predicted_ms`` (``carry_over`` in the
-   JSON: "ratio" or "direct"; the ratio's figure is kept as ``predicted_ratio_ms``).
+   ``baseline median (unprofiled) / predicted speed-up`` (ratio carry-over).
    daydream.Profiler removes the profiler's own overhead from the graph it
    captures, so the pass's own ``predicted_ms`` predicts the unprofiled
    optimized step directly too: it is reported beside it (``raw_predicted_ms``
@@ -233,7 +230,7 @@ def predict(prof: Any, opt: str, options: Dict[str, Any]) -> Dict[str, Any]:
         "by_phase_ms": p.by_phase,  # busy ms per iteration, replayed baseline ("before") and predicted ("after")
         "overhead_fit": {k: getattr(prof.overhead, k, None)
                          for k in ("scale", "cpu_factor", "plain_step_ms", "unscaled_replayed_ms", "fitted_replayed_ms",
-                                  "fit_note", "plain_optimizer_ms", "optimizer_cpu_factor", "plain_forward_ms")},
+                                  "fit_note", "plain_optimizer_ms", "optimizer_cpu_factor")},
     }
 
 
@@ -652,68 +649,38 @@ def child(exp: str, name: str, a: argparse.Namespace) -> Dict[str, Any]:
     return single_process(exp, name, a)
 
 
-def carry_over(prediction: Dict[str, Any]) -> str:
-    """How a row's prediction is carried over to the unprofiled run: "ratio"
-    (unprofiled baseline / predicted speed-up) for a capture fitted to its
-    step, "direct" (daydream's own predicted_ms) for one fitted to its
-    forward. A capture that waits for collectives is fitted to its forward
-    because its step moves with them; its replay then differs from the
-    unprofiled step by the recorded communication (-35 to +24% in the
-    tensor_fusion rows of 2026-11-27), which the pass replaces with its
-    own: carrying that difference over multiplies the prediction by an
-    error it no longer has (docs/accuracy.md, "the ninth session")."""
-    return "direct" if (prediction.get("overhead_fit") or {}).get("plain_forward_ms") else "ratio"
-
-
 def finish(row: Dict[str, Any]) -> Dict[str, Any]:
-    """predicted (by carry_over: unprofiled baseline / predicted speed-up,
-    or daydream's own predicted_ms); error; noise."""
+    """predicted = unprofiled baseline / predicted speed-up; error; noise."""
     if "skipped" in row:
         return row
     base = row["baseline"]["median_ms"]
     measured = row["optimized"]["median_ms"]
+    pred = row["prediction"]
+    predicted = base / pred["speedup"]
     measured_speedup = base / measured
     ratios = row.pop("round_speedups")
     # Two standard errors of the per-round measured speed-ups.
     noise = (100.0 * 2 * statistics.stdev(ratios) / len(ratios) ** 0.5 / measured_speedup
              if len(ratios) > 1 else 0.0)
     row.update(
+        predicted_ms=predicted,
         measured_ms=measured,
+        error_pct=100.0 * (predicted - measured) / measured,
+        predicted_speedup=pred["speedup"],
         measured_speedup=measured_speedup,
         round_speedups=ratios,
         noise_pct=noise,
-        profiler_overhead_pct=100.0 * (row["prediction"]["profiled_measured_ms"] - base) / base,
+        profiler_overhead_pct=100.0 * (pred["profiled_measured_ms"] - base) / base,
     )
+    row["within_noise"] = abs(row["error_pct"]) <= noise
     additive(row)
     direct(row)
-    headline(row)
-    return row
-
-
-def headline(row: Dict[str, Any]) -> None:
-    """The row's prediction carried over to the unprofiled run
-    (:func:`carry_over`), its error, whether that is within the noise, and
-    the same for its comparison predictions (``--from-json`` applies it to
-    a saved run again)."""
-    base, measured = row["baseline"]["median_ms"], row["measured_ms"]
-    pred = row["prediction"]
-    how = carry_over(pred)
-    ratio_predicted = base / pred["speedup"]
-    predicted = pred["raw_predicted_ms"] if how == "direct" else ratio_predicted
-    row.update(
-        carry_over=how,
-        predicted_ms=predicted,
-        error_pct=100.0 * (predicted - measured) / measured,
-        predicted_ratio_ms=ratio_predicted,
-        error_ratio_pct=100.0 * (ratio_predicted - measured) / measured,
-        predicted_speedup=base / predicted,
-    )
-    row["within_noise"] = abs(row["error_pct"]) <= row["noise_pct"]
     for key in ALTERNATIVE_PREDICTIONS:
         alt = row.get(key)
         if alt:
-            alt["predicted_ms"] = alt["raw_predicted_ms"] if how == "direct" else base / alt["speedup"]
+            alt["predicted_ms"] = base / alt["speedup"]
             alt["error_pct"] = 100.0 * (alt["predicted_ms"] - measured) / measured
+    return row
 
 
 TWO_PROCESS = ("data_parallel", "tensor_fusion", "tensor_fusion_reverse")
@@ -903,9 +870,7 @@ def table(rows: List[Dict[str, Any]], meta: Dict[str, Any]) -> str:
         f"{meta['threads']} thread(s) per process, glibc malloc {meta.get('malloc', 'default')}; "
         f"{meta['rounds']} rounds x {meta['steps']} steps per configuration; "
         f"whole run {meta['wall_s'] / 60:.1f} min, 1-minute load average {meta['loadavg_1min']['start']:.1f} at the "
-        f"start, {meta['loadavg_1min']['end']:.1f} at the end). Predicted = unprofiled baseline / predicted speed-up "
-        "(the ratio carry-over), or, marked (direct), daydream's own predicted ms where the capture waits for "
-        "collectives and was fitted to its forward rather than its step. "
+        f"start, {meta['loadavg_1min']['end']:.1f} at the end). Predicted = unprofiled baseline / predicted speed-up. "
         "Spread = 10th–90th percentile of the optimized run's step times; noise = two standard errors of the "
         "per-round measured speed-ups, in % of the measured speed-up; on the two-process rows, (jobs N) is how far "
         "the one-bucket DDP step's median moved between the separate jobs of this run that measured it "
@@ -927,8 +892,7 @@ def table(rows: List[Dict[str, Any]], meta: Dict[str, Any]) -> str:
             continue
         mark = " (within noise)" if r["within_noise"] else ""
         lines.append(
-            f"| {label} | {r['model']} | {r['predicted_ms']:.3f}"
-            + (" (direct)" if r.get("carry_over") == "direct" else "") + f" | {r['measured_ms']:.3f} | "
+            f"| {label} | {r['model']} | {r['predicted_ms']:.3f} | {r['measured_ms']:.3f} | "
             f"{r['error_pct']:+.1f}{mark} | {fmt_spread(r['optimized'])} | {r['baseline']['median_ms']:.3f} | "
             f"{r['predicted_speedup']:.3f} / {r['measured_speedup']:.3f} | {r['noise_pct']:.1f}"
             + (f" (jobs {r['job_noise_pct']:.1f})" if "job_noise_pct" in r else "")
@@ -1035,10 +999,7 @@ def table(rows: List[Dict[str, Any]], meta: Dict[str, Any]) -> str:
             f"{TARGET_MEDIAN:g}%: {'met' if s['median_met'] else 'missed'}), max |error| "
             f"{s['max_abs_error_pct']:.1f}% ({s['max_row']}; target none above {TARGET_MAX:g}%: "
             f"{'met' if s['max_met'] else 'missed'}); {s['above_max']} above {TARGET_MAX:g}%, "
-            f"{s['within_noise']} within the run's own noise. Skipped: {s['skipped']}. With the ratio carry-over "
-            f"on every row (the headline before 2026-11-27's ninth session; `predicted_ratio_ms` in the JSON): "
-            f"median |error| {s['ratio_median_abs_error_pct']:.1f}%, max {s['ratio_max_abs_error_pct']:.1f}%. "
-            f"With the additive "
+            f"{s['within_noise']} within the run's own noise. Skipped: {s['skipped']}. With the additive "
             f"carry-over instead (unprofiled baseline + predicted change in ms; `predicted_additive_ms` in the "
             f"JSON): median |error| {s['additive_median_abs_error_pct']:.1f}%, max "
             f"{s['additive_max_abs_error_pct']:.1f}%. Direct (daydream's own `predicted_ms`, the profiler's "
@@ -1065,8 +1026,6 @@ def summary(rows: List[Dict[str, Any]]) -> Dict[str, Any]:
         "max_met": bool(errs) and max(errs) <= TARGET_MAX,
         "above_max": sum(e > TARGET_MAX for e in errs),
         "within_noise": sum(r["within_noise"] for r in done),
-        "ratio_median_abs_error_pct": statistics.median(abs(r["error_ratio_pct"]) for r in done) if done else None,
-        "ratio_max_abs_error_pct": max(abs(r["error_ratio_pct"]) for r in done) if done else None,
         "additive_median_abs_error_pct": statistics.median(abs(r["error_additive_pct"]) for r in done) if done else None,
         "additive_max_abs_error_pct": max(abs(r["error_additive_pct"]) for r in done) if done else None,
         "direct_median_abs_error_pct": statistics.median(abs(r["error_direct_pct"]) for r in done) if done else None,
@@ -1171,7 +1130,6 @@ def main() -> int:
             if "skipped" not in row:
                 additive(row)
                 direct(row)
-                headline(row)
             cfg = row.get("config", {})
             if "compile_s" in cfg:
                 cfg["optimized"] = f"torch.compile(model) (inductor, CPU; first 3 steps {cfg['compile_s']:.0f} s)"

@@ -49,33 +49,6 @@ def test_ddp_noise_histogram_puts_each_time_in_its_bin_and_skips_empty_ones():
     assert noise.histogram([], (1, 2)) == ""
 
 
-def test_a_capture_fitted_to_its_forward_is_predicted_directly_one_fitted_to_its_step_by_the_ratio():
-    run = load_run()
-
-    def row(plain_forward_ms):
-        fit = {"plain_step_ms": 10.0, "plain_forward_ms": plain_forward_ms}
-        # Unprofiled baseline 10 ms; the capture replays in 8 ms, the pass predicts 6 ms: a speed-up
-        # of 8/6. The optimized step measured 6 ms.
-        return {"baseline": {"median_ms": 10.0}, "optimized": {"median_ms": 6.0},
-                "round_speedups": [1.66, 1.67, 1.68],
-                "prediction": {"speedup": 8.0 / 6.0, "raw_predicted_ms": 6.0, "replayed_ms": 8.0,
-                               "profiled_measured_ms": 12.0, "overhead_fit": fit},
-                "prediction_no_gap": {"speedup": 8.0 / 9.0, "raw_predicted_ms": 9.0}}
-
-    forward = run.finish(row(3.0))  # a capture that waits for collectives
-    assert forward["carry_over"] == "direct"
-    assert forward["predicted_ms"] == pytest.approx(6.0) and forward["error_pct"] == pytest.approx(0.0)
-    assert forward["predicted_ratio_ms"] == pytest.approx(7.5) and forward["error_ratio_pct"] == pytest.approx(25.0)
-    assert forward["predicted_speedup"] == pytest.approx(10.0 / 6.0) and forward["within_noise"]
-    assert forward["prediction_no_gap"]["predicted_ms"] == pytest.approx(9.0)  # carried over alike
-
-    step = run.finish(row(None))
-    assert step["carry_over"] == "ratio"
-    assert step["predicted_ms"] == pytest.approx(7.5) and step["error_pct"] == pytest.approx(25.0)
-    assert step["predicted_speedup"] == pytest.approx(8.0 / 6.0) and not step["within_noise"]
-    assert step["prediction_no_gap"]["predicted_ms"] == pytest.approx(11.25)
-
-
 def test_job_spread_reads_the_same_ddp_step_measured_by_separate_jobs():
     run = load_run()
 
@@ -114,7 +87,7 @@ def test_table_lists_the_captures_during_which_the_machines_speed_changed():
         return {"experiment": "amp", "model": model, "config": {}, "within_noise": False, "predicted_ms": 1.0,
                 "measured_ms": 1.0, "error_pct": 0.0, "optimized": {"median_ms": 1.0, "p10_ms": 0.9, "p90_ms": 1.1},
                 "baseline": {"median_ms": 2.0}, "predicted_speedup": 2.0, "measured_speedup": 2.0,
-                "noise_pct": 1.0, "error_direct_pct": 0.0, "error_additive_pct": 0.0, "error_ratio_pct": 10.0,
+                "noise_pct": 1.0, "error_direct_pct": 0.0, "error_additive_pct": 0.0,
                 "baseline_replay_error_pct": 0.0,
                 "prediction": {"raw_predicted_ms": 1.0, "speed_drift": "changed" if drift else None,
                                "capture_tries": list(tries),
@@ -407,7 +380,7 @@ def test_a_data_parallel_row_says_what_co_running_measured_and_the_comparison_pr
              "predicted_ms": 1.1, "measured_ms": 1.0, "error_pct": 10.0,
              "optimized": {"median_ms": 1.0, "p10_ms": 0.9, "p90_ms": 1.1}, "baseline": {"median_ms": 2.0},
              "predicted_speedup": 2.0, "measured_speedup": 2.0, "noise_pct": 1.0, "error_direct_pct": 0.0,
-             "error_additive_pct": 0.0, "error_ratio_pct": 10.0, "baseline_replay_error_pct": 0.0,
+             "error_additive_pct": 0.0, "baseline_replay_error_pct": 0.0,
              "network": {"latency_us": 100.0, "bandwidth_gbps": 1.0, "gap_latency": ""},
              "prediction": {"raw_predicted_ms": 1.0, "capture_tries": [0.01], "opts": ["data_parallel:world_size=2"],
                             "plain_step_ms": {"before": 2.0, "after": 2.0}, "speed_drift": None},
@@ -448,7 +421,7 @@ def tensor_fusion_row(experiment, model, config, options, gap_latency=""):
             "within_noise": False, "predicted_ms": 1.1, "measured_ms": 1.0, "error_pct": 10.0,
             "optimized": {"median_ms": 1.0, "p10_ms": 0.9, "p90_ms": 1.1}, "baseline": {"median_ms": 2.0},
             "predicted_speedup": 2.0, "measured_speedup": 2.0, "noise_pct": 1.0, "error_direct_pct": 0.0,
-            "error_additive_pct": 0.0, "error_ratio_pct": 10.0, "baseline_replay_error_pct": 0.0,
+            "error_additive_pct": 0.0, "baseline_replay_error_pct": 0.0,
             "network": {"latency_us": 100.0, "bandwidth_gbps": 1.0, "gap_latency": gap_latency},
             "prediction": {"raw_predicted_ms": 1.0, "capture_tries": [0.01], "opts": ["tensor_fusion:world_size=2"],
                            "options": options, "plain_step_ms": {"before": 2.0, "after": 2.0}, "speed_drift": None}}
