@@ -1687,6 +1687,7 @@ def ddp_queued_latency_us(quiet_ms: Dict[int, List[float]], real_ms: Dict[int, L
     K - 1 extra all-reduces, which the ring model's 2(N-1) steps of latency
     price (the bandwidth term is the same in total), at least 0."""
     (one, many) = sorted(real_ms)
+
     def extra(k: int) -> float:
         return statistics.median(real_ms[k]) - statistics.median(quiet_ms[k])
     per_queued_ms = (extra(many) - extra(one)) / (many - one)
