@@ -1638,8 +1638,10 @@ def _trimmed_mean(xs: Sequence[float], cut: float) -> float:
 def measure_queued_latency(dist: Any, torch: Any, world_size: int, bandwidth_gbps: float, queued: int = 10,
                            nbytes: int = 4096, repeats: int = 30) -> Dict[str, Any]:
     """The per-step latency of an all-reduce that starts while another still
-    runs, on the current process group (every rank must call it), as the
-    communication passes' ``queued_latency_us``.
+    runs, on the current process group (every rank must call it), measured
+    on all-reduces issued at once: the passes' ``queued_latency_us`` until
+    :func:`measure_ddp_queued_latency` took its place, and kept beside it
+    for comparison (``NetworkCalibration.queued["issued_at_once"]``).
 
     Each repeat times one blocking all-reduce of ``nbytes``, then ``queued``
     of them issued at once (``async_op``) and waited for together. A queued
