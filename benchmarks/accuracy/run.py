@@ -583,7 +583,7 @@ def add_queued_at_once(out: Dict[str, Any], prof: Any, options: Dict[str, Any], 
     all-reduces issued at once (measure_queued_latency, the calibration
     before measure_ddp_queued_latency)."""
     at_once = (net.queued or {}).get("issued_at_once")
-    if at_once and out["prediction"]["notes"] and any("queued behind" in n for n in out["prediction"]["notes"]):
+    if at_once and any("queued behind" in n for n in out["prediction"]["notes"]):
         out["prediction_queued_at_once"] = predict(prof, "tensor_fusion", {
             **options, "queued_latency_us": round(at_once["queued_latency_us"], 4)})
 

@@ -1582,17 +1582,11 @@ def measure_ddp_gap_latency(dist: Any, torch: Any, latency_us: float, bandwidth_
 
     from torch.nn.parallel import DistributedDataParallel  # noqa: PLC0415
 
-    def stack() -> Any:
-        return _linear_stack(torch, layers)
-
-    def stepper(model: Any, batch: int) -> Callable[[], float]:
-        return _timed_training_step(torch, model, batch)
-
     # Batch sizes for the step lengths, from rank 0's plain steps.
-    plain = stack()
+    plain = _linear_stack(torch, layers)
 
     def plain_step_s(batch: int) -> float:
-        step = stepper(plain, batch)
+        step = _timed_training_step(torch, plain, batch)
         step()  # Adam's first step makes its state
         return statistics.median(step() for _ in range(7))
 
@@ -1604,11 +1598,11 @@ def measure_ddp_gap_latency(dist: Any, torch: Any, latency_us: float, bandwidth_
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         torch.manual_seed(0)
-        real = DistributedDataParallel(stack(), broadcast_buffers=False)
-        quiet = DistributedDataParallel(stack(), broadcast_buffers=False)
+        real = DistributedDataParallel(_linear_stack(torch, layers), broadcast_buffers=False)
+        quiet = DistributedDataParallel(_linear_stack(torch, layers), broadcast_buffers=False)
     quiet.register_comm_hook(None, keep_bucket_hook)
     nbytes = sum(p.numel() * p.element_size() for p in real.parameters())
-    steps = {(b, communicate): stepper(real if communicate else quiet, b)
+    steps = {(b, communicate): _timed_training_step(torch, real if communicate else quiet, b)
              for b in sizes for communicate in (False, True)}
     times: Dict[Tuple[int, bool], List[float]] = {k: [] for k in steps}
     _time_in_blocks(dist, steps, times, rounds, block)
@@ -1720,11 +1714,11 @@ def measure_ddp_queued_latency(dist: Any, torch: Any, layers: int = 16, batch: i
 
     from torch.nn.parallel import DistributedDataParallel  # noqa: PLC0415
 
-    layer_mb = (64 * 64 + 64) * 4 / 2**20
+    layer_bytes = (64 * 64 + 64) * 4  # a Linear(64, 64)'s gradients
     models: Dict[Tuple[int, bool], Any] = {}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        for buckets, cap in ((1, 25.0), (layers, layer_mb)):
+        for buckets, cap in ((1, 25.0), (layers, layer_bytes / 2**20)):
             for communicate in (False, True):
                 torch.manual_seed(0)
                 ddp = DistributedDataParallel(_linear_stack(torch, layers), broadcast_buffers=False,
@@ -1741,7 +1735,7 @@ def measure_ddp_queued_latency(dist: Any, torch: Any, layers: int = 16, batch: i
         "queued_latency_us": ddp_queued_latency_us(quiet, real, dist.get_world_size()),
         "buckets": layers,
         "batch": batch,
-        "bytes": layers * (64 * 64 + 64) * 4,
+        "bytes": layers * layer_bytes,
         "quiet_median_ms": {str(k): statistics.median(v) for k, v in quiet.items()},
         "median_ms": {str(k): statistics.median(v) for k, v in real.items()},
     }
