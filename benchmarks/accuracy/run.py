@@ -248,20 +248,32 @@ def replay_capture(prof: Any) -> Dict[str, Any]:
             "by_phase_ms": p.by_phase["before"], "fit_note": getattr(prof.overhead, "fit_note", "")}
 
 
-def capture_optimized(a: argparse.Namespace, step: Callable[[], None], model: Any, optimizer: Any, rank: int,
-                      dist: Any, torch: Any) -> Any:
-    """--capture-optimized, in a two-process job: rank 0 captures the
-    optimized DDP step as it captures a baseline, rank 1 runs the same steps.
-    Rank 0's Profiler, else None."""
-    if not getattr(a, "capture_optimized", False):
-        return None
+def capture_ranks(a: argparse.Namespace, step: Callable[[], None], model: Any, optimizer: Any, rank: int,
+                  dist: Any, torch: Any) -> Any:
+    """A two-process job's capture: rank 0 records its steps; rank 1 runs
+    the same steps, under a Profiler of its own with ``--profile-ranks all``
+    (as a user profiles every rank of a job: each rank then waits for a
+    peer slowed as much as itself) or plainly with ``0``. Rank 0's
+    Profiler (rank 1: None)."""
+    agree = any_rank(dist, torch)
     prof = None
     if rank == 0:
-        prof = capture(step, model, optimizer, a.active, agree=any_rank(dist, torch))
+        prof = capture(step, model, optimizer, a.active, agree=agree)
+    elif getattr(a, "profile_ranks", "0") == "all":
+        capture(step, model, optimizer, a.active, agree=agree)  # its recording is not read
     else:
-        mirror_capture(step, a.active, any_rank(dist, torch))
+        mirror_capture(step, a.active, agree)
     dist.barrier()
     return prof
+
+
+def capture_optimized(a: argparse.Namespace, step: Callable[[], None], model: Any, optimizer: Any, rank: int,
+                      dist: Any, torch: Any) -> Any:
+    """--capture-optimized, in a two-process job: the optimized DDP step
+    captured as the baseline is (capture_ranks). Rank 0's Profiler, else None."""
+    if not getattr(a, "capture_optimized", False):
+        return None
+    return capture_ranks(a, step, model, optimizer, rank, dist, torch)
 
 
 def add_optimized_capture(a: argparse.Namespace, exp: str, name: str, out: Dict[str, Any], prof: Any) -> None:
@@ -504,11 +516,7 @@ def ddp_rank(rank: int, world: int, port: int, exp: str, name: str, a: argparse.
             if a.comm_threads == "realtime":
                 comm_threads = realtime_comm_threads()  # and any thread the calibration started
             times = interleaved(configs, a.warmup, a.rounds, a.steps, sync=lambda _n: dist.barrier())
-            if rank == 0:
-                prof = capture(configs["baseline"], ddp_base, opt_base, a.active, agree=any_rank(dist, torch))
-            else:
-                mirror_capture(configs["baseline"], a.active, any_rank(dist, torch))
-            dist.barrier()
+            prof = capture_ranks(a, configs["baseline"], ddp_base, opt_base, rank, dist, torch)
             captured_opt = capture_optimized(a, configs["optimized"], ddp_opt, opt_opt, rank, dist, torch)
             if rank == 0:
                 out = summarize(times, "baseline", "optimized")
@@ -794,7 +802,8 @@ def run_one(exp: str, name: str, a: argparse.Namespace) -> Dict[str, Any]:
         cmd = [sys.executable, os.path.abspath(__file__), "--child", exp, name, "--child-out", out,
                "--steps", str(a.steps), "--rounds", str(a.rounds), "--warmup", str(a.warmup),
                "--active", str(a.active), "--threads", str(a.threads), "--compile-limit", str(a.compile_limit),
-               "--net-repeats", str(a.net_repeats), "--comm-threads", a.comm_threads, "--timeout", str(a.timeout)]
+               "--net-repeats", str(a.net_repeats), "--comm-threads", a.comm_threads, "--timeout", str(a.timeout),
+               "--profile-ranks", a.profile_ranks]
         if a.save_traces:
             cmd += ["--save-traces", os.path.abspath(a.save_traces)]
         if getattr(a, "capture_optimized", False):
@@ -1093,6 +1102,10 @@ def main() -> int:
                     help="two-process experiments: gloo's threads as the OS schedules them (default) or at "
                          "SCHED_FIFO priority 1 (realtime: a woken thread runs at once, not at the next scheduler "
                          "tick; needs root or CAP_SYS_NICE)")
+    ap.add_argument("--profile-ranks", choices=("0", "all"), default="0",
+                    help="two-process captures (tensor_fusion, tensor_fusion_reverse): only rank 0 under the "
+                         "profiler, rank 1 running the same steps plainly (0), or every rank under its own "
+                         "profiler (all); rank 0's recording is the one predicted from either way")
     ap.add_argument("--timeout", type=float, default=300.0, help="per-experiment limit (s), besides compile")
     ap.add_argument("--quick", action="store_true", help="smoke run: 2 rounds x 8 steps (files written only "
                     "when --doc/--json are given)")
@@ -1182,7 +1195,8 @@ def main() -> int:
     cmd = "python benchmarks/accuracy/run.py" + (" --quick" if a.quick else "") + (
         f" --steps {a.steps} --rounds {a.rounds}" if not a.quick else "") + (
         f" --malloc {a.malloc}" if a.malloc != "steady" else "") + (
-        f" --comm-threads {a.comm_threads}" if a.comm_threads != "default" else "")
+        f" --comm-threads {a.comm_threads}" if a.comm_threads != "default" else "") + (
+        f" --profile-ranks {a.profile_ranks}" if a.profile_ranks != "0" else "")
     meta = {
         "command": f"`{cmd}`",
         "machine": f"{cpu_name()}, {os.cpu_count()} cores",
@@ -1190,6 +1204,7 @@ def main() -> int:
         "threads": a.threads,
         "malloc": a.malloc,
         "comm_threads": a.comm_threads,
+        "profile_ranks": a.profile_ranks,
         "steps": a.steps,
         "rounds": a.rounds,
         "warmup": a.warmup,

@@ -141,7 +141,7 @@ def test_a_row_that_times_out_says_what_its_child_last_wrote(monkeypatch):
 
     monkeypatch.setattr(run.subprocess, "run", timeout)
     a = argparse.Namespace(timeout=300.0, compile_limit=120.0, steps=1, rounds=1, warmup=1, active=1, threads=1, comm_threads="default",
-                           net_repeats=1, save_traces=None, malloc="steady")
+                           net_repeats=1, save_traces=None, malloc="steady", profile_ranks="0")
     row = run.run_one("tensor_fusion", "mlp", a)
     assert row["skipped"] == "did not finish within 300 s (last on stderr: RuntimeError: rank 0 gave up)"
 
@@ -174,7 +174,8 @@ def test_a_row_that_hangs_says_where_each_rank_was(monkeypatch):
 
     monkeypatch.setattr(run.subprocess, "run", timeout)
     a = argparse.Namespace(timeout=120.0, compile_limit=120.0, steps=1, rounds=1, warmup=1, active=1, threads=1,
-                           comm_threads="default", net_repeats=1, save_traces=None, malloc="steady")
+                           comm_threads="default", net_repeats=1, save_traces=None, malloc="steady",
+                           profile_ranks="0")
     row = run.run_one("data_parallel", "cnn", a)
     assert row["skipped"] == ("did not finish within 120 s (stacks 20 s before: run.py:152 interleaved > barrier; "
                               "run.py:152 interleaved > all_reduce)")
@@ -317,11 +318,14 @@ def test_capture_optimized_reaches_the_child_and_replays_the_optimized_capture(m
     monkeypatch.setattr(run.subprocess, "run", fake_run)
     a = argparse.Namespace(timeout=300.0, compile_limit=120.0, steps=1, rounds=1, warmup=1, active=1, threads=1,
                            comm_threads="default", net_repeats=1, save_traces=None, malloc="steady",
-                           capture_optimized=True)
+                           capture_optimized=True, profile_ranks="all")
     run.run_one("tensor_fusion", "mlp", a)
     a.capture_optimized = False
+    a.profile_ranks = "0"
     run.run_one("tensor_fusion", "mlp", a)
     assert "--capture-optimized" in seen[0] and "--capture-optimized" not in seen[1]
+    # --profile-ranks reaches the child either way.
+    assert [cmd[cmd.index("--profile-ranks") + 1] for cmd in seen] == ["all", "0"]
 
     graph = daydream.build_graph(example_trace)
 
@@ -355,11 +359,18 @@ def test_capture_optimized_captures_on_rank_0_mirrors_on_rank_1_and_fills_the_ro
     monkeypatch.setattr(run, "any_rank", lambda dist, torch: "agree")
     monkeypatch.setattr(run, "capture", lambda step, model, opt, active, agree: calls.append(("capture", agree)) or "prof")
     monkeypatch.setattr(run, "mirror_capture", lambda step, active, agree: calls.append(("mirror", agree)))
-    on, off = argparse.Namespace(capture_optimized=True, active=3), argparse.Namespace(capture_optimized=False, active=3)
+    on = argparse.Namespace(capture_optimized=True, active=3, profile_ranks="0")
+    off = argparse.Namespace(capture_optimized=False, active=3, profile_ranks="0")
     assert run.capture_optimized(off, None, None, None, 0, Dist(), None) is None and calls == []
     assert run.capture_optimized(on, None, None, None, 0, Dist(), None) == "prof"
     assert run.capture_optimized(on, None, None, None, 1, Dist(), None) is None
     assert calls == [("capture", "agree"), "barrier", ("mirror", "agree"), "barrier"]
+    # --profile-ranks all: rank 1 records too (its own Profiler, not read), and still returns None.
+    calls.clear()
+    every = argparse.Namespace(active=3, profile_ranks="all")
+    assert run.capture_ranks(every, None, None, None, 0, Dist(), None) == "prof"
+    assert run.capture_ranks(every, None, None, None, 1, Dist(), None) is None
+    assert calls == [("capture", "agree"), "barrier", ("capture", "agree"), "barrier"]
 
     monkeypatch.setattr(run, "replay_capture", lambda prof: {"replayed_ms": 1.0, "of": prof})
     kept = []
