@@ -4,6 +4,10 @@
 
 #include <string.h>
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
 #include <algorithm>
 #include <charconv>
 #include <cstring>
@@ -82,6 +86,29 @@ std::string_view RawStringToken(std::string_view token) {
 
 bool HasEscape(std::string_view raw) {
   return !raw.empty() && std::memchr(raw.data(), '\\', raw.size()) != nullptr;
+}
+
+// How many bytes of [begin, end) equal `c`: sixteen at a time where SSE2 is
+// there (every x86-64), one at a time elsewhere.
+size_t CountByte(const char* begin, const char* end, char c) {
+  size_t n = 0;
+  const char* p = begin;
+#if defined(__SSE2__)
+  const __m128i target = _mm_set1_epi8(c);
+  while (end - p >= 16) {
+    // Per-lane counts (a match compares as -1) for at most 255 blocks, then
+    // summed across the lanes.
+    __m128i counts = _mm_setzero_si128();
+    for (int block = 0; block < 255 && end - p >= 16; ++block, p += 16) {
+      const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+      counts = _mm_sub_epi8(counts, _mm_cmpeq_epi8(bytes, target));
+    }
+    const __m128i sums = _mm_sad_epu8(counts, _mm_setzero_si128());
+    n += static_cast<size_t>(_mm_cvtsi128_si32(sums)) + static_cast<size_t>(_mm_extract_epi16(sums, 4));
+  }
+#endif
+  for (; p < end; ++p) n += *p == c;
+  return n;
 }
 
 bool IsJsonBlank(char c) { return c == ' ' || c == '\n' || c == '\r' || c == '\t'; }
@@ -578,8 +605,15 @@ class KinetoParser {
   // inside a JSON string, so such a comma is outside every string; if it is
   // inside an event after all (an args array of objects), that event fails
   // to parse in this window and is parsed again, whole, in the next one.
-  // npos when there is none past the first event's start.
+  // Text without such a line break (json.dump without indent, minified
+  // traces) is cut by FindInlineCut. npos when there is no cut past the
+  // first event's start.
   size_t FindCut(size_t from, size_t to) const {
+    const size_t cut = FindLineCut(from, to);
+    return cut != std::string_view::npos ? cut : FindInlineCut(from, to);
+  }
+
+  size_t FindLineCut(size_t from, size_t to) const {
     const char* base = buf_.data();
     size_t search_end = to;
     while (search_end > from) {
@@ -598,6 +632,52 @@ class KinetoParser {
       if (before > from) return comma;
     }
     return std::string_view::npos;
+  }
+
+  // A cut in text with no line break between events: the last ',' between a
+  // '}' and a '{' (blanks allowed around it) that is outside every string.
+  // `from` is outside every string (a window starts after a cut), so a
+  // comma is outside them when the quotes before it, less the escaped ones,
+  // are even in number. As with a line break, such a comma may still sit
+  // inside an event (an args array of objects); that event is then parsed
+  // again, whole, in the next window. A few candidates are tried, each a
+  // count over the window; past them, npos (a longer window is tried), so
+  // text full of "},{" inside strings costs no more than one window.
+  size_t FindInlineCut(size_t from, size_t to) const {
+    const char* base = buf_.data();
+    size_t search_end = to;
+    for (int tries = 0; tries < kInlineCutTries && search_end > from;) {
+      const void* brace = memrchr(base + from, '{', search_end - from);
+      if (brace == nullptr) return std::string_view::npos;
+      const auto open = static_cast<size_t>(static_cast<const char*>(brace) - base);
+      search_end = open;
+      size_t comma = open;
+      while (comma > from && IsSpace(buf_[comma - 1])) --comma;
+      if (comma == from || buf_[--comma] != ',') continue;
+      size_t close = comma;
+      while (close > from && IsSpace(buf_[close - 1])) --close;
+      if (close <= from + 1 || buf_[close - 1] != '}') continue;  // an event ends before the comma
+      ++tries;
+      if (QuotesEven(from, comma)) return comma;
+    }
+    return std::string_view::npos;
+  }
+  static constexpr int kInlineCutTries = 8;
+
+  // Whether buf_[from, to) holds an even number of unescaped quotes: a
+  // quote is escaped when an odd run of backslashes comes right before it.
+  bool QuotesEven(size_t from, size_t to) const {
+    const char* const begin = buf_.data() + from;
+    const char* const end = buf_.data() + to;
+    size_t quotes = CountByte(begin, end, '"');
+    const char* b = begin;
+    while ((b = static_cast<const char*>(std::memchr(b, '\\', static_cast<size_t>(end - b)))) != nullptr) {
+      const char* run = b;
+      while (b < end && *b == '\\') ++b;
+      if (b == end) break;
+      if ((b - run) % 2 == 1 && *b == '"') --quotes;
+    }
+    return quotes % 2 == 0;
   }
 
   // The elements of a traceEvents array (its '[' consumed), a window at a
@@ -694,11 +774,13 @@ class KinetoParser {
     if (helper_ == nullptr) {
       helper_options_ = options_;
       helper_options_.max_events = std::numeric_limits<int64_t>::max();  // checked when merged
+      helper_options_.stats = nullptr;  // counted here, on this thread
       helper_ = std::make_unique<KinetoParser>(in_, source_, helper_options_);
       helper_->detached_ = true;
     }
     KinetoParser* const helper = helper_.get();
     helper->LoadDetached(Text(cut_a + 1, cut_b));
+    NoteWindow(cut_b - cut_a - 1);
     std::future<bool> second;
     try {
       second = std::async(std::launch::async, [helper] { return helper->ParseDetached(); });
@@ -747,6 +829,12 @@ class KinetoParser {
     begin_ = 1;
     end_ = 1 + text.size();
     buf_origin_ = 0;
+  }
+
+  void NoteWindow(size_t bytes) const {
+    if (options_.stats == nullptr) return;
+    ++options_.stats->windows;
+    options_.stats->largest_window_bytes = std::max(options_.stats->largest_window_bytes, bytes);
   }
 
   // Whether the window parsed whole.
@@ -824,6 +912,7 @@ class KinetoParser {
     doc_start_ = data + begin_ - 1;
     doc_end_ = data + text_end + 1;
     const size_t size = text_end + 2 - begin_;
+    NoteWindow(text_end - begin_);
     doc_started_ = false;
     if (auto err = parser_.iterate(simdjson::padded_string_view(doc_start_, size, size + JsonPadding()))
                        .get(doc_);

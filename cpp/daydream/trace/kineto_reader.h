@@ -14,6 +14,12 @@
 
 namespace daydream {
 
+// What a read did, for tests and benchmarks (ReadOptions::stats).
+struct ReadStats {
+  int64_t windows = 0;              // texts of events handed to the JSON parser
+  size_t largest_window_bytes = 0;  // the longest of them
+};
+
 struct ReadOptions {
   // Longest string accepted in any field (names of C++ template kernels run to
   // tens of KB; a longer one means a broken or hostile file).
@@ -24,13 +30,15 @@ struct ReadOptions {
   // read are skipped iteratively, however deep; where a field it reads holds
   // nested arrays instead of what it expects, the type check rejects it.)
   // Bytes of events parsed at a time (a window grows past this only for an
-  // event longer than it, or for text without line breaks between events).
+  // event longer than it, or for text with no '}' ',' '{' outside its strings).
   size_t window_bytes = size_t{1} << 20;
   // Parse two windows at a time, the second on a helper thread (the Trace,
   // errors and warnings are the same either way).
   bool parallel_windows = true;
   // Decompression limit for gzip files.
   uint64_t max_bytes = uint64_t{64} << 30;
+  // Where to count what the read did; nullptr: not counted.
+  ReadStats* stats = nullptr;
 };
 
 // Reads the trace file at `path` (plain or gzip). Errors name the file and,

@@ -894,11 +894,101 @@ TEST_CASE("reader errors and limits come out the same with windows parsed two at
   }
 }
 
-TEST_CASE("reader parses text without line breaks between events in one window", "[kineto_reader][windows]") {
+// The same document with no line break anywhere (json.dump without indent,
+// minified traces): JSON strings hold no raw line break, so removing them
+// changes no value.
+std::string OneLine(std::string doc) {
+  doc.erase(std::remove(doc.begin(), doc.end(), '\n'), doc.end());
+  return doc;
+}
+
+TEST_CASE("reader cuts text without line breaks between events into windows", "[kineto_reader][windows]") {
+  for (const std::string& doc : {OneLine(CleanDoc(400)), OneLine(TrickyDoc(120))}) {
+    REQUIRE(doc.find('\n') == std::string::npos);
+    const std::string whole = Dump(ParseWithWindow(doc, size_t{1} << 30, /*parallel=*/false));
+    for (size_t window = 64; window < 3000; window += window < 600 ? 11 : 131) {
+      INFO("window " << window);
+      CHECK(Dump(ParseWithWindow(doc, window, /*parallel=*/true)) == whole);
+      CHECK(Dump(ParseWithWindow(doc, window, /*parallel=*/false)) == whole);
+    }
+  }
+  // The windows stay near their size, as with line breaks: the text is not
+  // parsed whole (which took a one-line 190 MB trace 4.5 times as long, and
+  // memory for all of its text at once).
+  const std::string doc = OneLine(CleanDoc(2000));
+  for (bool parallel : {true, false}) {
+    ReadStats stats;
+    ReadOptions options;
+    options.window_bytes = 256;
+    options.parallel_windows = parallel;
+    options.stats = &stats;
+    REQUIRE(ParseTraceText(doc, "w.json", options).ok());
+    INFO("parallel " << parallel << ", " << stats.windows << " windows, the longest " << stats.largest_window_bytes);
+    CHECK(stats.windows > static_cast<int64_t>(doc.size() / 512));
+    CHECK(stats.largest_window_bytes <= 256);
+  }
+}
+
+TEST_CASE("reader cuts no window past the end of a one-line events array", "[kineto_reader][windows]") {
+  // What follows the events holds "},{" too (devices, a list of objects).
   std::string events;
-  for (int i = 0; i < 200; ++i) events += (i > 0 ? "," : "") + Op("op" + std::to_string(i), std::to_string(i));
+  for (int i = 0; i < 60; ++i) events += (i > 0 ? "," : "") + Op("op" + std::to_string(i), std::to_string(i));
+  std::string devices;
+  for (int i = 0; i < 8; ++i) {
+    devices += std::string(i > 0 ? "," : "") + R"j({"id":)j" + std::to_string(i) + R"j(,"name":"GPU )j" + std::to_string(i) +
+               R"j(","numSms":80})j";
+  }
   const std::string doc = KinetoDoc(events);
-  CHECK(Dump(ParseWithWindow(doc, 64)) == Dump(ParseWithWindow(doc, size_t{1} << 30)));
+  const std::string with_devices =
+      doc.substr(0, doc.size() - 1) + R"j(,"deviceProperties":[)j" + devices + R"j(],"other":[{"a":1},{"b":2}]})j";
+  const std::string whole = Dump(ParseWithWindow(with_devices, size_t{1} << 30, /*parallel=*/false));
+  REQUIRE_THAT(whole, Catch::Contains("device 7 GPU 7 80"));
+  for (size_t window = 64; window < 1200; window += 7) {
+    INFO("window " << window);
+    CHECK(Dump(ParseWithWindow(with_devices, window, /*parallel=*/true)) == whole);
+    CHECK(Dump(ParseWithWindow(with_devices, window, /*parallel=*/false)) == whole);
+  }
+}
+
+TEST_CASE("reader never cuts a one-line text inside a string", "[kineto_reader][windows]") {
+  // Every event's strings hold what looks like the space between two events,
+  // after escaped quotes and before quotes that end a string after an
+  // escaped backslash: only the quotes' count tells these apart.
+  const std::vector<std::string> names = {
+      R"j(x\"},{\"ph\":\"X\")j",  // x"},{"ph":"X"
+      R"j(y\\)j",                    // y\ : the quote after it ends the string
+      R"j(z\\\"} , {)j",            // z\"} , {
+      R"j(},{},{)j",
+  };
+  std::string events;
+  for (int i = 0; i < 300; ++i) {
+    const std::string& name = names[static_cast<size_t>(i) % names.size()];
+    events += (i > 0 ? ", " : "");
+    events += R"j({"ph":"X","cat":"cpu_op","name":")j" + name + R"j(","pid":1,"tid":1,"ts":)j" +
+              std::to_string(i) + R"j(,"dur":1,"args":{"Input type":[")j" + name + R"j("]}})j";
+  }
+  const std::string doc = KinetoDoc(events);
+  REQUIRE(doc.find('\n') == std::string::npos);
+  const Trace whole = ParseWithWindow(doc, size_t{1} << 30, /*parallel=*/false);
+  REQUIRE(whole.events.size() == 300);
+  CHECK(whole.Str(whole.events[0].name) == "x\"},{\"ph\":\"X\"");
+  CHECK(whole.Str(whole.events[1].name) == "y\\");
+  for (size_t window = 64; window < 1500; window += 13) {
+    INFO("window " << window);
+    CHECK(Dump(ParseWithWindow(doc, window, /*parallel=*/true)) == Dump(whole));
+    CHECK(Dump(ParseWithWindow(doc, window, /*parallel=*/false)) == Dump(whole));
+  }
+  // A window whose every "},{" lies inside strings still parses: it grows
+  // until it holds a cut.
+  const std::string inside = R"j({"ph":"X","name":")j" + std::string(40, 'a');
+  std::string crowded;
+  for (int i = 0; i < 20; ++i) crowded += "},{";
+  std::string many;
+  for (int i = 0; i < 30; ++i) {
+    many += (i > 0 ? "," : "") + inside + crowded + R"j(","ts":)j" + std::to_string(i) + R"j(,"dur":1})j";
+  }
+  const std::string crowded_doc = KinetoDoc(many);
+  CHECK(Dump(ParseWithWindow(crowded_doc, 64)) == Dump(ParseWithWindow(crowded_doc, size_t{1} << 30)));
 }
 
 TEST_CASE("reader windows give a real trace unchanged", "[kineto_reader][windows]") {
@@ -962,6 +1052,11 @@ TEST_CASE("reader refuses invalid JSON that a window's cut could hide", "[kineto
   CHECK_THAT(ErrorOf("[" + a + ",,\n" + b + "]", options), Catch::StartsWith("t.json: "));
   CHECK_THAT(ErrorOf("[" + a + "],\n" + b + "]", options), Catch::StartsWith("t.json: "));
   CHECK_THAT(ErrorOf(R"({"traceEvents":[)" + a + "],\n" + b + "]}", options), Catch::StartsWith("t.json: "));
+  // The same on one line.
+  CHECK_THAT(ErrorOf("[," + a + "]", options), Catch::StartsWith("t.json: "));
+  CHECK_THAT(ErrorOf("[" + a + ",," + b + "]", options), Catch::StartsWith("t.json: "));
+  CHECK_THAT(ErrorOf("[" + a + "]," + b + "]", options), Catch::StartsWith("t.json: "));
+  CHECK_THAT(ErrorOf(R"({"traceEvents":[)" + a + "]," + b + "]}", options), Catch::StartsWith("t.json: "));
   // A raw line break inside a string.
   CHECK_THAT(ErrorOf("[" + a + ",\n" + R"({"ph":"X","name":"x,
 {","ts":1,"dur":1})" + "]", options), Catch::StartsWith("t.json: "));
