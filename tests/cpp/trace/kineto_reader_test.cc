@@ -2,6 +2,7 @@
 // reader — forms, categories, args, metadata, flows, and bad input.
 #include "daydream/trace/kineto_reader.h"
 
+#include <algorithm>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -894,6 +895,8 @@ TEST_CASE("reader errors and limits come out the same with windows parsed two at
   }
 }
 
+namespace {
+
 // The same document with no line break anywhere (json.dump without indent,
 // minified traces): JSON strings hold no raw line break, so removing them
 // changes no value.
@@ -901,6 +904,8 @@ std::string OneLine(std::string doc) {
   doc.erase(std::remove(doc.begin(), doc.end(), '\n'), doc.end());
   return doc;
 }
+
+}  // namespace
 
 TEST_CASE("reader cuts text without line breaks between events into windows", "[kineto_reader][windows]") {
   for (const std::string& doc : {OneLine(CleanDoc(400)), OneLine(TrickyDoc(120))}) {
@@ -956,8 +961,8 @@ TEST_CASE("reader never cuts a one-line text inside a string", "[kineto_reader][
   // escaped backslash: only the quotes' count tells these apart.
   const std::vector<std::string> names = {
       R"j(x\"},{\"ph\":\"X\")j",  // x"},{"ph":"X"
-      R"j(y\\)j",                    // y\ : the quote after it ends the string
-      R"j(z\\\"} , {)j",            // z\"} , {
+      R"j(y\\)j",                  // y\ : the quote after it ends the string
+      R"j(z\\\"} , {)j",          // z\"} , {
       R"j(},{},{)j",
   };
   std::string events;
