@@ -259,7 +259,7 @@ def capture_ranks(a: argparse.Namespace, step: Callable[[], None], model: Any, o
     prof = None
     if rank == 0:
         prof = capture(step, model, optimizer, a.active, agree=agree)
-    elif getattr(a, "profile_ranks", "0") == "all":
+    elif a.profile_ranks == "all":
         capture(step, model, optimizer, a.active, agree=agree)  # its recording is not read
     else:
         mirror_capture(step, a.active, agree)
