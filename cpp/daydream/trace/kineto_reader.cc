@@ -65,6 +65,9 @@ struct EventScratch {
   int64_t meta_sort_index = kUnset;
 };
 
+// A flow endpoint's phase: start, step or finish.
+constexpr bool IsFlowPhase(char ph) { return ph == 's' || ph == 't' || ph == 'f'; }
+
 std::string Quote(std::string_view s) { return StrCat("'", s, "'"); }
 
 std::string_view Trim(std::string_view s) {
@@ -813,6 +816,7 @@ class KinetoParser {
     trace_.flows = std::move(flows);
     track_index_.clear();
     last_track_ = -1;
+    prev_track_ = -1;
     kind_of_category_.clear();  // by the string ids of the table just reset
     std::fill(intern_cache_.begin(), intern_cache_.end(), InternSlot{});  // the same
     json_checked_.clear();
@@ -1461,6 +1465,12 @@ class KinetoParser {
         DD_ASSIGN_OR_RETURN(s.ph, ReadPhase(v, index));
         s.has_ph = true;
       } else if (key == "name") {
+        // A flow keeps no name (Kineto gives it its category's): once 'ph'
+        // says it is one, the name is passed over like any scalar.
+        if (s.has_ph && IsFlowPhase(s.ph)) {
+          if (IsContainer(v)) DD_RETURN_IF_ERROR(CheckSkipped(v, index, "name"));
+          continue;
+        }
         DD_ASSIGN_OR_RETURN(s.ev.name, ReadString(v, index, "name"));
         s.has_name = true;
       } else if (key == "cat") {
@@ -1506,8 +1516,17 @@ class KinetoParser {
                                      pid.is_text ? pid.text : -1, tid.is_text ? tid.text : -1);
     // Events come in runs of one thread's: the last track first.
     if (last_track_ >= 0 && key == last_track_key_) return last_track_;
+    // Flows and launches alternate between a thread and a stream: the one
+    // before the last next.
+    if (prev_track_ >= 0 && key == prev_track_key_) {
+      std::swap(last_track_key_, prev_track_key_);
+      std::swap(last_track_, prev_track_);
+      return last_track_;
+    }
     auto it = track_index_.find(key);
     if (it != track_index_.end()) {
+      prev_track_key_ = last_track_key_;
+      prev_track_ = last_track_;
       last_track_key_ = key;
       last_track_ = it->second;
       return it->second;
@@ -1692,6 +1711,8 @@ class KinetoParser {
   absl::flat_hash_map<std::tuple<int64_t, int64_t, StringId, StringId>, int32_t> track_index_;
   std::tuple<int64_t, int64_t, StringId, StringId> last_track_key_;  // TrackFor's last answer (-1: none)
   int32_t last_track_ = -1;
+  std::tuple<int64_t, int64_t, StringId, StringId> prev_track_key_;  // and the one before it
+  int32_t prev_track_ = -1;
   std::vector<EventKind> kind_of_category_;  // KindOfCategory's, by category string (kUnspecified: not yet)
   std::vector<std::pair<int32_t, StringId>> meta_process_names_;
   std::vector<std::pair<int32_t, StringId>> meta_process_labels_;

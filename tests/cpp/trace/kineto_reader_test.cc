@@ -381,6 +381,27 @@ TEST_CASE("reader puts events of one (pid, tid) on one track", "[kineto_reader]"
   CHECK(trace.tracks[static_cast<size_t>(trace.events[0].track)].num_events == 2);
 }
 
+TEST_CASE("reader keeps tracks apart when events alternate between two and three of them", "[kineto_reader]") {
+  // The reader remembers its last two tracks: every order of a, b and c
+  // here must still land each event on its own (pid, tid).
+  const std::string tids = "2323423424";
+  std::string events;
+  for (size_t i = 0; i < tids.size(); ++i) {
+    if (i > 0) events += ",";
+    events += R"j({"ph":"X","cat":"cpu_op","name":"op","pid":1,"tid":)j" + std::string(1, tids[i]) +
+              R"j(,"ts":)j" + std::to_string(i) + R"j(,"dur":1})j";
+  }
+  const Trace trace = ParseOrDie(KinetoDoc(events));
+  REQUIRE(trace.events.size() == tids.size());
+  REQUIRE(trace.tracks.size() == 3);
+  for (size_t i = 0; i < tids.size(); ++i) {
+    CHECK(trace.tracks[static_cast<size_t>(trace.events[i].track)].tid == tids[i] - '0');
+  }
+  CHECK(trace.tracks[static_cast<size_t>(trace.events[0].track)].num_events == 4);
+  CHECK(trace.tracks[static_cast<size_t>(trace.events[1].track)].num_events == 3);
+  CHECK(trace.tracks[static_cast<size_t>(trace.events[4].track)].num_events == 3);
+}
+
 // --- flows and instants ------------------------------------------------------------
 
 TEST_CASE("reader reads flow start and finish events with their ids and categories", "[kineto_reader]") {
@@ -407,6 +428,27 @@ TEST_CASE("reader reads flow start and finish events with their ids and categori
   CHECK(trace.flows[3].phase == 't');
   CHECK(trace.flows[3].id == 3);
   CHECK(trace.Str(trace.flows[3].category) == "fwdbwd");
+}
+
+TEST_CASE("reader passes over a flow's name once its phase is known, checking only that it is JSON",
+          "[kineto_reader]") {
+  // A flow keeps no name, so the reader neither interns nor type-checks it.
+  const Trace trace = ParseOrDie(KinetoDoc(
+      Op() + "," +
+      R"j({"ph":"s","id":1,"pid":1,"tid":1,"ts":5,"cat":"ac2g","name":"flow name"},)j"
+      R"j({"ph":"f","id":1,"pid":0,"tid":7,"ts":6,"cat":"ac2g","name":5,"bp":"e"},)j"
+      R"j({"ph":"t","id":2,"pid":1,"tid":1,"ts":7,"cat":"fwdbwd","name":{"a":[1]}})j"));
+  REQUIRE(trace.flows.size() == 3);
+  CHECK(trace.flows[1].phase == 'f');
+  CHECK(trace.Str(trace.flows[2].category) == "fwdbwd");
+  CHECK(trace.strings.Find("flow name") == -1);
+  // Malformed JSON in it is still an error, where it is.
+  const std::string bad = R"j({"ph":"s","id":1,"pid":1,"tid":1,"ts":5,"cat":"ac2g","name":[1,,2]})j";
+  const std::string message = ErrorOfThirdEvent(bad);
+  CHECK_THAT(message, Catch::StartsWith("t.json: event 2: 'name': the JSON is malformed at byte "));
+  // Before its phase, the name is read as any event's: it must be a string.
+  CHECK(ErrorOfThirdEvent(R"j({"name":5,"ph":"s","id":1,"pid":1,"tid":1,"ts":5,"cat":"ac2g"})j") ==
+        "t.json: event 2: 'name' must be a string");
 }
 
 TEST_CASE("reader drops a flow event without an id and counts a warning", "[kineto_reader]") {
