@@ -141,6 +141,9 @@ class Profiler:
     recorded, CUDA activity when a GPU is available. The ``wait`` steps are
     timed (their median is :attr:`plain_step_ms`): they are the step as it
     runs without a profiler, and the overhead removal below is fitted to it.
+    Each is timed from the end of the Profiler's own work before it
+    (entering ``with profiler:``, or the :meth:`step` call before) to the
+    :meth:`step` call that ends it, so what :meth:`step` does is in none.
 
     ``model`` adds layers and gradient tensors; ``optimizer`` is accepted so
     the optimizer step can be recognized even when it is not
@@ -202,8 +205,15 @@ class Profiler:
         self._prof: Any = None
         self._hooks: Optional[_ModelHooks] = None
         self._steps = 0
-        self._wait_stamps: List[float] = []  # perf_counter at start() and at each wait step's end
-        # The training thread's run-queue time (thread_runqueue_ms) at start() and at each step's end.
+        # perf_counter where each wait step began (the end of start() or of
+        # the step() before it) and where it ended (step() called): what
+        # step() itself does is in neither, as it is in no unprofiled step.
+        self._wait_begins: List[float] = []
+        self._wait_ends: List[float] = []
+        # The training thread's run-queue time (thread_runqueue_ms) at start()
+        # and at each step's end, read only where recorded_cpu_wait_ms needs
+        # it (None elsewhere): the read takes a few percent of a millisecond
+        # step, which the wait steps must not pay.
         self._runqueue_stamps: List[Optional[float]] = []
         # The optimizer's step() timed apart in the wait steps (its pre/post hooks).
         self._step_hooks: List[Any] = []
@@ -254,14 +264,20 @@ class Profiler:
             record_shapes=self.record_shapes,
         )
         self._prof.__enter__()
-        self._wait_stamps = [time.perf_counter()]
-        self._runqueue_stamps = [thread_runqueue_ms()]
+        self._runqueue_stamps = [self._runqueue_stamp(0)]
         if self.wait == 0:
             self._install_hooks()
         else:
             self._time_optimizer_steps()
             self._time_forwards()
+        self._wait_begins, self._wait_ends = [time.perf_counter()], []
         return self
+
+    def _runqueue_stamp(self, i: int) -> Optional[float]:
+        """thread_runqueue_ms() for stamp ``i`` (0 at start(), k + 1 at the
+        end of step k) where recorded_cpu_wait_ms reads it, else None."""
+        first = self.wait + self.warmup
+        return thread_runqueue_ms() if first <= i <= first + self.active else None
 
     def _time_optimizer_steps(self) -> None:
         """Times ``optimizer.step()`` in the wait steps (torch.optim's step
@@ -337,25 +353,27 @@ class Profiler:
         if self._prof is None:
             raise DaydreamError("Profiler.step() called outside `with profiler:` (or before start())")
         if self._steps < self.wait:
-            self._wait_stamps.append(time.perf_counter())
+            self._wait_ends.append(time.perf_counter())
             if self._step_hooks:
                 self._optimizer_s.append(self._step_s)
                 self._step_s, self._step_depth, self._step_began = 0.0, 0, None
             if self._forward_hooks:
                 self._forward_times_s.append(self._forward_s)
                 self._forward_s, self._forward_began = 0.0, None
-        self._runqueue_stamps.append(thread_runqueue_ms())
+        self._runqueue_stamps.append(self._runqueue_stamp(self._steps + 1))
         self._prof.step()
         self._steps += 1
         if self._steps == self.wait:
             self._untime_wait_steps()
             self._install_hooks()
+        elif self._steps < self.wait:
+            self._wait_begins.append(time.perf_counter())
 
     @property
     def plain_step_ms(self) -> Optional[float]:
         """Median time of the ``wait`` steps, run without the profiler or
-        daydream's hooks (the first one from entering ``with profiler:``);
-        None before one has ended."""
+        daydream's hooks (each from the end of the Profiler's work before it
+        to the :meth:`step` call that ends it); None before one has ended."""
         times = self.plain_step_times_ms
         return statistics.median(times) if times else None
 
@@ -363,8 +381,7 @@ class Profiler:
     def plain_step_times_ms(self) -> List[float]:
         """Each ``wait`` step's time (ms), run without the profiler or
         daydream's hooks; their median is :attr:`plain_step_ms`."""
-        stamps = self._wait_stamps
-        return [(b - a) * 1e3 for a, b in zip(stamps, stamps[1:])]
+        return [(end - begin) * 1e3 for begin, end in zip(self._wait_begins, self._wait_ends)]
 
     @property
     def recorded_cpu_wait_ms(self) -> Optional[List[float]]:

@@ -266,6 +266,34 @@ def test_recorded_steps_say_how_long_the_training_thread_waited_for_a_core() -> 
     assert all(w > 10 for w in waits), waits  # sharing one core with a busy process: about 50 ms each
 
 
+def test_wait_steps_are_timed_without_the_profilers_own_work(monkeypatch: pytest.MonkeyPatch) -> None:
+    """What Profiler.step() does (stepping torch's profiler, reading the
+    thread's run-queue time) runs in no unprofiled step: the plain steps,
+    which the graph is fitted to, must not hold it; and the run-queue time
+    is read only at the recorded steps' bounds."""
+    from daydream import capture
+
+    reads = []
+    monkeypatch.setattr(capture, "thread_runqueue_ms", lambda: reads.append(1) or 1.0 * len(reads))
+    prof = daydream.Profiler(wait=4, warmup=1, active=2)
+    with prof:
+        torch_step = prof._prof.step
+
+        def slow_torch_step() -> None:
+            time.sleep(0.03)
+            torch_step()
+
+        prof._prof.step = slow_torch_step
+        for _ in range(7):
+            time.sleep(0.002)  # the training step: 2 ms
+            prof.step()
+    times = prof.plain_step_times_ms
+    assert len(times) == 4
+    assert all(1.5 < t < 20 for t in times), times  # 2 ms each, not 32
+    assert len(reads) == 3  # at the end of the warm-up step and of each recorded one
+    assert prof.recorded_cpu_wait_ms == [1.0, 1.0]
+
+
 def test_wait_steps_time_the_optimizer_step_apart() -> None:
     model = build("mlp")
     inputs, target = batch_for("mlp")

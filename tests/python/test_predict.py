@@ -346,7 +346,7 @@ def test_predict_says_when_the_machines_speed_changed_while_recording() -> None:
     model = build("mlp")
     prof = _profiled(model, torch.optim.SGD(model.parameters(), lr=0.01), with_optimizer=False)
     # Plain steps of 2 ms before the recorded ones (the Profiler's wait-step stamps, in seconds).
-    prof._wait_stamps = [0.0, 0.002, 0.004, 0.006]
+    prof._wait_begins, prof._wait_ends = [0.0, 0.003, 0.006], [0.002, 0.005, 0.008]
     prof.plain_step_times_after_ms = [2.1, 2.2, 2.0]  # within 15%: held
     assert prof.speed_drift() is None
     assert not any("while daydream.Profiler recorded" in n for n in daydream.predict(prof, opt="scale:cpu=0.5").notes)
