@@ -166,18 +166,35 @@ def _predict_each(args: argparse.Namespace, prediction: Any) -> int:
     if args.timeline:
         raise DaydreamError("--timeline writes one prediction's schedules: leave it out with --each "
                             "(or predict that optimization alone)")
-    preds = prediction.predict_many(args.trace, args.opt)
+    # A variant that fails (an option out of range, a pass that does not
+    # apply) is reported in its place; the others are still predicted.
+    got = prediction.predict_many(args.trace, args.opt, return_errors=True)
+    failed = [(spec, e) for spec, e in zip(args.opt, got) if isinstance(e, DaydreamError)]
+    if len(failed) == len(got):
+        raise failed[0][1]  # nothing to show: the first error, as without --each
     if args.json:
-        json.dump({"trace": args.trace, "predictions": [p.to_dict() for p in preds]}, sys.stdout, indent=1)
+        rows = [{"opts": [spec], "error": str(p)} if isinstance(p, DaydreamError) else p.to_dict()
+                for spec, p in zip(args.opt, got)]
+        json.dump({"trace": args.trace, "predictions": rows}, sys.stdout, indent=1)
         print()
-        return 0
-    print(f"trace           {args.trace}")
-    print(f"measured step   {preds[0].measured_ms:.3f} ms")
-    print(f"replayed step   {preds[0].replayed_ms:.3f} ms")
-    width = max(len("optimization"), *(len(p.label) for p in preds))
-    print(f"{'optimization':<{width}}  predicted ms  speed-up")
-    for p in preds:
-        print(f"{p.label:<{width}}  {p.predicted_ms:12.3f}  {p.speedup:7.3f}x")
+    else:
+        done = [p for p in got if not isinstance(p, DaydreamError)]
+        labels = [spec if isinstance(p, DaydreamError) else p.label for spec, p in zip(args.opt, got)]
+        print(f"trace           {args.trace}")
+        print(f"measured step   {done[0].measured_ms:.3f} ms")
+        print(f"replayed step   {done[0].replayed_ms:.3f} ms")
+        width = max(len("optimization"), *(len(label) for label in labels))
+        print(f"{'optimization':<{width}}  predicted ms  speed-up")
+        for label, p in zip(labels, got):
+            if isinstance(p, DaydreamError):
+                print(f"{label:<{width}}  failed: {p}")
+            else:
+                print(f"{label:<{width}}  {p.predicted_ms:12.3f}  {p.speedup:7.3f}x")
+    if failed:
+        spec, e = failed[0]
+        more = f" (and {len(failed) - 1} more variants failed)" if len(failed) > 1 else ""
+        print(f"daydream: error: variant '{spec}': {e}{more}", file=sys.stderr)
+        return EXIT_BAD_INPUT
     return 0
 
 
@@ -224,7 +241,8 @@ def build_parser() -> argparse.ArgumentParser:
                          help="an optimization with its options (repeatable, applied in order); see 'daydream passes'")
     predict.add_argument("--each", action="store_true",
                          help="predict each --opt on its own instead of applying them together: a what-if "
-                              "search, the trace read once and the variants on every core; one line each")
+                              "search, the trace read once and the variants on every core; one line each "
+                              "(a variant that fails says why on its line, exit 2)")
     predict.add_argument("--json", action="store_true", help="print one JSON object")
     predict.add_argument("--timeline", metavar="OUT.json", help="write baseline and predicted schedules side by side")
     predict.set_defaults(func=_cmd_predict)

@@ -698,8 +698,9 @@ def predict_many(
     optimizer: Any = None,
     warmup: int = 2,
     active: int = 3,
+    return_errors: bool = False,
     **options: Any,
-) -> List[Prediction]:
+) -> List[Any]:
     """Predicts each entry of ``opts`` from one baseline: a what-if search.
 
     ``subject`` and the keyword arguments are as for :func:`predict`; each
@@ -714,7 +715,13 @@ def predict_many(
     so that nothing runs beside a measurement; a pass asked
     for with the same options in several variants is measured once, so the
     variants compare against one measurement. Results come back in the
-    order of ``opts``; the first error is raised.
+    order of ``opts``; the first error is raised, and the variants not yet
+    started are not run. With ``return_errors`` (as ``asyncio.gather``'s
+    ``return_exceptions``), a variant that fails with a
+    :class:`DaydreamError` (an option out of range, a pass that does not
+    apply to this graph) comes back in its place as that error, and the
+    others still run; an error reading or recording the baseline is raised
+    either way.
 
     Each predicted graph is about as large as the baseline, so unless
     ``keep_graphs`` is true the results drop theirs (``graph`` is None and
@@ -725,6 +732,9 @@ def predict_many(
 
         preds = daydream.predict_many("trace.json.gz", [f"scale:gpu={f}" for f in (0.5, 0.6, 0.7, 0.8)])
         best = min(preds, key=lambda p: p.predicted_ms)
+
+        got = daydream.predict_many(graph, ["amp", "tensor_fusion:bucket_mb=25"], return_errors=True)
+        fine = [p for p in got if not isinstance(p, daydream.DaydreamError)]
     """
     if isinstance(opts, str):
         raise DaydreamError(f"predict_many: opts is a list with one optimization per variant, got the string "
@@ -753,17 +763,37 @@ def predict_many(
             pred._result = None
         return pred
 
-    # The first replays the baseline; the others reuse that replay.
-    first = one(specs[0])
-    workers = min(threads or api.usable_cpus(), len(specs) - 1)
+    def attempt(spec: OptSpec) -> Any:
+        if not return_errors:
+            return one(spec)
+        try:
+            return one(spec)
+        except DaydreamError as e:
+            return e
+
+    def timed_here(spec: OptSpec) -> bool:
+        try:
+            return any(name in _TIMED_ON_CPU for name, _ in _requests(spec, options))
+        except DaydreamError:
+            if not return_errors:
+                raise
+            return False  # it fails again where it runs, and comes back as its error
+
+    # The first that succeeds replays the baseline; the others reuse that replay.
+    results: List[Any] = []
+    for spec in specs:
+        results.append(attempt(spec))
+        if not isinstance(results[-1], DaydreamError):
+            break
+    rest = specs[len(results):]
+    workers = min(threads or api.usable_cpus(), len(rest))
     # Nothing runs beside a calibration that times ops on this CPU.
     sequential = workers <= 1 or not isinstance(recorded, Graph) or (
-        _cpu_only(recorded)
-        and any(name in _TIMED_ON_CPU for spec in specs for name, _ in _requests(spec, options)))
+        _cpu_only(recorded) and any(timed_here(spec) for spec in specs))
     if sequential:
-        return [first] + [one(spec) for spec in specs[1:]]
+        return results + [attempt(spec) for spec in rest]
     from concurrent.futures import ThreadPoolExecutor  # noqa: PLC0415 - only a search needs it
 
     with ThreadPoolExecutor(max_workers=workers) as pool:
         # map's iterator cancels the variants not yet started when one raises (or on an interrupt).
-        return [first] + list(pool.map(one, specs[1:]))
+        return results + list(pool.map(attempt, rest))

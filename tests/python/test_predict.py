@@ -256,6 +256,20 @@ def test_predict_many_stops_at_the_first_error(graph: daydream.Graph, monkeypatc
     assert len(ran) < 20  # the variants queued behind the error were not run
 
 
+@pytest.mark.parametrize("threads", [1, 2])
+def test_predict_many_returns_a_failing_variants_error_in_its_place(graph: daydream.Graph, threads: int) -> None:
+    specs = ["scale:gpu=fast", "scale:gpu=0.5", "nosuch", "scale:gpu=0.6", "scale:gpu=0.7"]
+    got = daydream.predict_many(graph, specs, threads=threads, return_errors=True)
+    assert len(got) == len(specs)
+    assert isinstance(got[0], daydream.DaydreamError) and "'fast'" in str(got[0])
+    assert isinstance(got[2], daydream.DaydreamError) and "unknown optimization 'nosuch'" in str(got[2])
+    for i in (1, 3, 4):  # the others as predict gives them, the baseline replayed by the first that ran
+        assert got[i].predicted_ms == pytest.approx(daydream.predict(graph, opt=specs[i]).predicted_ms)
+        assert got[i].replayed_ms == pytest.approx(got[1].replayed_ms)
+    every = daydream.predict_many(graph, ["scale:gpu=fast", "nosuch"], return_errors=True)
+    assert all(isinstance(e, daydream.DaydreamError) for e in every)
+
+
 def test_predict_many_refuses_bad_arguments_and_raises_a_variants_error(graph: daydream.Graph) -> None:
     with pytest.raises(daydream.DaydreamError, match="one optimization per variant, got the string 'amp'"):
         daydream.predict_many(graph, "amp")
@@ -926,6 +940,25 @@ def test_cli_predict_each_predicts_every_opt_on_its_own(example_trace: Path) -> 
     refused = run(["predict", str(example_trace), "--each", "--opt", specs[0], "--timeline", "t.json"])
     assert refused.returncode == 2 and refused.stdout == ""
     assert refused.stderr.count("\n") == 1 and "--timeline" in refused.stderr
+
+
+def test_cli_predict_each_reports_a_failing_variant_and_predicts_the_others(example_trace: Path) -> None:
+    specs = ["scale:gpu=0.5", "scale:gpu=fast", "scale:gpu=0.8"]
+    argv = ["predict", str(example_trace), "--each"] + [a for spec in specs for a in ("--opt", spec)]
+    r = run(argv + ["--json"])
+    assert r.returncode == 2
+    assert r.stderr.count("\n") == 1 and "variant 'scale:gpu=fast'" in r.stderr and "'fast'" in r.stderr
+    rows = json.loads(r.stdout)["predictions"]
+    assert rows[1] == {"opts": ["scale:gpu=fast"], "error": "pass 'scale': option 'gpu' must be a number, got 'fast'"}
+    assert rows[0]["predicted_ms"] < rows[2]["predicted_ms"]
+    text = run(argv)
+    assert text.returncode == 2 and text.stderr.count("\n") == 1
+    lines = text.stdout.splitlines()[4:]
+    assert [line.split()[0] for line in lines] == specs
+    assert "failed: pass 'scale'" in lines[1] and lines[0].endswith("x") and lines[2].endswith("x")
+    every = run(["predict", str(example_trace), "--each", "--opt", "scale:gpu=fast", "--opt", "nosuch"])
+    assert every.returncode == 2 and every.stdout == ""
+    assert every.stderr.count("\n") == 1 and "'fast'" in every.stderr
 
 
 def test_cli_passes_lists_them(example_trace: Path) -> None:
