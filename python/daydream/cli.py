@@ -169,16 +169,16 @@ def _predict_each(args: argparse.Namespace, prediction: Any) -> int:
     # A variant that fails (an option out of range, a pass that does not
     # apply) is reported in its place; the others are still predicted.
     got = prediction.predict_many(args.trace, args.opt, return_errors=True)
+    done = [p for p in got if not isinstance(p, DaydreamError)]
+    if not done:
+        raise got[0]  # nothing to show: the first error, as without --each
     failed = [(spec, e) for spec, e in zip(args.opt, got) if isinstance(e, DaydreamError)]
-    if len(failed) == len(got):
-        raise failed[0][1]  # nothing to show: the first error, as without --each
     if args.json:
         rows = [{"opts": [spec], "error": str(p)} if isinstance(p, DaydreamError) else p.to_dict()
                 for spec, p in zip(args.opt, got)]
         json.dump({"trace": args.trace, "predictions": rows}, sys.stdout, indent=1)
         print()
     else:
-        done = [p for p in got if not isinstance(p, DaydreamError)]
         labels = [spec if isinstance(p, DaydreamError) else p.label for spec, p in zip(args.opt, got)]
         print(f"trace           {args.trace}")
         print(f"measured step   {done[0].measured_ms:.3f} ms")

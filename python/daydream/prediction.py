@@ -764,11 +764,11 @@ def predict_many(
         return pred
 
     def attempt(spec: OptSpec) -> Any:
-        if not return_errors:
-            return one(spec)
         try:
             return one(spec)
         except DaydreamError as e:
+            if not return_errors:
+                raise
             return e
 
     def timed_here(spec: OptSpec) -> bool:
