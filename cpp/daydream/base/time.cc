@@ -4,6 +4,8 @@
 #include <cstdlib>
 #include <string>
 
+#include "daydream/base/digits.h"
+
 namespace daydream {
 namespace {
 
@@ -31,7 +33,11 @@ TimeNs RoundNs(double ns) {
   return static_cast<TimeNs>(std::nearbyint(ns));
 }
 
-bool ParseMicrosToNs(std::string_view text, TimeNs* ns) {
+namespace {
+
+// ParseMicrosToNs; kPadded: 16 bytes from any position of the text can be read.
+template <bool kPadded>
+bool ParseMicros(std::string_view text, TimeNs* ns) {
   while (!text.empty() && (text.back() == ' ' || text.back() == '\n' ||
                            text.back() == '\r' || text.back() == '\t')) {
     text.remove_suffix(1);
@@ -46,6 +52,34 @@ bool ParseMicrosToNs(std::string_view text, TimeNs* ns) {
   // Integer microseconds; more than 16 digits is beyond kMaxTimeNs anyway.
   int64_t micros = 0;
   size_t int_digits = 0;
+  if constexpr (kPadded) {
+    // The integer part at once; then a fraction of up to three digits that
+    // ends the text (a whole number of ns, as Kineto writes) at once too.
+    // Anything else goes on below, where these digits were read.
+    const DigitRun whole = LeadingDigits16(text.data() + i);
+    const auto n = static_cast<size_t>(whole.count);
+    // (A 16th digit may be followed by a 17th, which goes to ParseViaDouble below.)
+    if (n > 0 && n <= text.size() - i && !(n == 16 && i + n < text.size() && IsDigit(text[i + n]))) {
+      micros = static_cast<int64_t>(whole.value);
+      int_digits = n;
+      i += n;
+      if (micros >= kMaxTimeNs / 1000) return false;
+      const size_t frac_size = text.size() - i - 1;  // after the point, if there is one
+      if (i < text.size() && text[i] == '.' && frac_size >= 1 && frac_size <= 3) {
+        // Digits the text lacks count as zeros: ".5" is 500 ns.
+        const char* f = text.data() + i + 1;
+        const unsigned a = static_cast<unsigned>(f[0] - '0');
+        const unsigned b = frac_size > 1 ? static_cast<unsigned>(f[1] - '0') : 0;
+        const unsigned c = frac_size > 2 ? static_cast<unsigned>(f[2] - '0') : 0;
+        if (a < 10 && b < 10 && c < 10) {
+          const TimeNs value = micros * 1000 + static_cast<TimeNs>(a * 100 + b * 10 + c);
+          if (value >= kMaxTimeNs) return false;
+          *ns = negative ? -value : value;
+          return true;
+        }
+      }
+    }
+  }
   for (; i < text.size() && IsDigit(text[i]); ++i) {
     if (++int_digits > 16) return ParseViaDouble(text, ns);
     micros = micros * 10 + (text[i] - '0');
@@ -81,5 +115,11 @@ bool ParseMicrosToNs(std::string_view text, TimeNs* ns) {
   *ns = negative ? -value : value;
   return true;
 }
+
+}  // namespace
+
+bool ParseMicrosToNs(std::string_view text, TimeNs* ns) { return ParseMicros<false>(text, ns); }
+
+bool ParseMicrosToNsPadded(std::string_view text, TimeNs* ns) { return ParseMicros<true>(text, ns); }
 
 }  // namespace daydream

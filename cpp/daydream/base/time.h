@@ -27,6 +27,11 @@ inline constexpr TimeNs kMaxTimeNs = int64_t{1} << 62;
 // reader calls this for every 'ts' and 'dur'.)
 bool ParseMicrosToNs(std::string_view text, TimeNs* ns);
 
+// The same, for text in a buffer whose 16 bytes from any of the text's
+// positions may be read (a JSON parser's padded input): the digits are then
+// read sixteen at a time (base/digits.h).
+bool ParseMicrosToNsPadded(std::string_view text, TimeNs* ns);
+
 // The same, as an optional.
 inline std::optional<TimeNs> ParseMicrosToNs(std::string_view text) {
   TimeNs ns = 0;

@@ -248,6 +248,32 @@ TEST_CASE("reader reads integer args written as strings or integral floats", "[k
   CHECK(trace.warnings.empty());
 }
 
+TEST_CASE("reader reads integers of every length exactly, whatever follows them", "[kineto_reader]") {
+  // The reader reads numbers eight digits at a time, past the token's end
+  // into the text after it: a number followed at once by '}' or ',' then
+  // more digits, or by blanks, must keep its own digits only.
+  const std::string digits = "9182736450918273645";  // 19 digits: beyond the fast path
+  for (size_t n = 1; n <= digits.size(); ++n) {
+    const std::string number = digits.substr(0, n);
+    const int64_t value = std::stoll(number);
+    const std::string ts = n <= 15 ? number : "1";  // 16 digits here pass kMaxTimeNs
+    for (const std::string& sign : {std::string(), std::string("-")}) {
+      const Trace trace = ParseOrDie(KinetoDoc(
+          R"j({"ph":"X","cat":"cuda_runtime","name":"cudaLaunchKernel","pid":)j" + sign + number +
+          R"j(,"tid":12345678901,"ts":)j" + ts + R"j(,"dur":1,"args":{"correlation":)j" + sign + number +
+          R"j(,"stream":7 ,"External id":)j" + number + "}}"));
+      const TraceEvent& ev = OnlyEvent(trace);
+      INFO("number: " << sign << number);
+      CHECK(ev.correlation == (sign.empty() ? value : -value));
+      CHECK(ev.external_id == value);
+      CHECK(ev.stream == 7);
+      CHECK(trace.tracks[static_cast<size_t>(ev.track)].pid == (sign.empty() ? value : -value));
+      CHECK(trace.tracks[static_cast<size_t>(ev.track)].tid == 12345678901);
+      CHECK(ev.ts_ns == std::stoll(ts) * 1000);
+    }
+  }
+}
+
 TEST_CASE("reader ignores an arg of the wrong type and counts a warning", "[kineto_reader]") {
   const Trace trace = ParseOrDie(KinetoDoc(
       R"j({"ph":"X","cat":"kernel","name":"k","pid":0,"tid":7,"ts":1,"dur":1,)j"
