@@ -1139,6 +1139,11 @@ class KinetoParser {
   // Reads 'ph', one letter. Each distinct value is interned once, when first
   // seen (the table holds the same strings as when every 'ph' was interned).
   absl::StatusOr<char> ReadPhase(od::value& v, int64_t index) {
+    // A letter seen before, as it stands in the text (no escape to resolve).
+    if (const std::string_view raw = RawStringToken(v.raw_json_token());
+        raw.size() == 1 && raw[0] != '\\' && phase_interned_[static_cast<unsigned char>(raw[0])]) {
+      return raw[0];
+    }
     DD_ASSIGN_OR_RETURN(std::string_view text, ReadStringView(v, index, "ph"));
     if (text.size() == 1 && phase_interned_[static_cast<unsigned char>(text[0])]) return text[0];
     trace_.strings.Intern(text);
@@ -1798,10 +1803,29 @@ class KinetoParser {
   }
   const StringId* FindCached(std::string_view s) const {
     const InternSlot& slot = intern_cache_[InternSlotOf(s)];
-    if (slot.size == s.size() && slot.data != nullptr && std::memcmp(slot.data, s.data(), s.size()) == 0) {
-      return &slot.id;
+    if (slot.size != s.size() || slot.data == nullptr) return nullptr;
+    return SameBytes(slot.data, s.data(), s.size()) ? &slot.id : nullptr;
+  }
+  // memcmp(a, b, n) == 0; from 4 to 16 bytes with two overlapping loads
+  // per side instead of a call (most names and categories are that short).
+  static bool SameBytes(const char* a, const char* b, size_t n) {
+    if (n >= 8 && n <= 16) {
+      uint64_t a0, a1, b0, b1;
+      std::memcpy(&a0, a, 8);
+      std::memcpy(&b0, b, 8);
+      std::memcpy(&a1, a + n - 8, 8);
+      std::memcpy(&b1, b + n - 8, 8);
+      return ((a0 ^ b0) | (a1 ^ b1)) == 0;
     }
-    return nullptr;
+    if (n >= 4 && n < 8) {
+      uint32_t a0, a1, b0, b1;
+      std::memcpy(&a0, a, 4);
+      std::memcpy(&b0, b, 4);
+      std::memcpy(&a1, a + n - 4, 4);
+      std::memcpy(&b1, b + n - 4, 4);
+      return ((a0 ^ b0) | (a1 ^ b1)) == 0;
+    }
+    return std::memcmp(a, b, n) == 0;
   }
   static size_t InternSlotOf(std::string_view s) {
     const size_t n = s.size();

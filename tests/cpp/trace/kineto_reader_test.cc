@@ -656,6 +656,33 @@ TEST_CASE("reader unescapes strings, also ones whose text it read before", "[kin
   CHECK(trace.events[4].name == trace.events[5].name);
 }
 
+TEST_CASE("reader keeps apart names of one length that share a slot of its string cache", "[kineto_reader]") {
+  // 5000 names of each length outnumber the cache's 4096 slots, so some
+  // share one: a hit must compare every byte (the compare has its own code
+  // for 4-7 and 8-16 bytes). Each name comes twice, the second time from
+  // the cache.
+  for (const size_t length : {1, 4, 5, 7, 8, 9, 12, 15, 16, 17, 30}) {
+    std::vector<std::string> names;
+    for (int i = 0; i < 5000; ++i) {
+      std::string digits = std::to_string(i * 7919 % 10000);
+      std::string name = std::string(length > digits.size() ? length - digits.size() : 0, 'n') + digits;
+      names.push_back(name.substr(name.size() - length));
+    }
+    std::string events;
+    for (int pass = 0; pass < 2; ++pass) {
+      for (const std::string& name : names) events += (events.empty() ? "" : ",") + Op(name);
+    }
+    const Trace trace = ParseOrDie(KinetoDoc(events));
+    REQUIRE(trace.events.size() == 2 * names.size());
+    size_t wrong = 0;
+    for (size_t i = 0; i < trace.events.size(); ++i) {
+      if (trace.Str(trace.events[i].name) != names[i % names.size()]) ++wrong;
+    }
+    INFO("length " << length);
+    CHECK(wrong == 0);
+  }
+}
+
 TEST_CASE("reader refuses more events than max_events", "[kineto_reader][errors]") {
   ReadOptions options;
   options.max_events = 2;
