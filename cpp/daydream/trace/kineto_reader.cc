@@ -1836,8 +1836,15 @@ class KinetoParser {
       std::memcpy(&a, s.data(), 8);
       std::memcpy(&b, s.data() + n - 8, 8);
       std::memcpy(&c, s.data() + n / 2 - 4, 8);
+    } else if (n >= 4) {  // two overlapping 4-byte loads: a memcpy of n bytes was a call and a stall
+      uint32_t lo = 0;
+      uint32_t hi = 0;
+      std::memcpy(&lo, s.data(), 4);
+      std::memcpy(&hi, s.data() + n - 4, 4);
+      a = lo | (uint64_t{hi} << 32);
     } else if (n > 0) {
-      std::memcpy(&a, s.data(), n);
+      const auto* u = reinterpret_cast<const unsigned char*>(s.data());
+      a = u[0] | (uint64_t{u[n / 2]} << 8) | (uint64_t{u[n - 1]} << 16);
     }
     const uint64_t h = (a * 0x9E3779B97F4A7C15ULL) ^ (b * 0xC2B2AE3D27D4EB4FULL) ^ (c * 0x165667B19E3779F9ULL) ^ n;
     return static_cast<size_t>((h ^ (h >> 29)) * 0xBF58476D1CE4E5B9ULL >> (64 - kInternCacheBits));
