@@ -363,9 +363,32 @@ EventField EventFieldOf(const od::raw_json_string& key) {
 }
 
 enum class ArgField : uint8_t {
-  kOther, kCorrelation, kExternalId, kSequenceNumber, kDevice, kStream, kBytes, kInMsgNelems, kWaitOnStream,
-  kWaitOnEventRecord, kInputDims, kInputType, kGrid, kBlock, kDtype, kSyncKind, kName, kLabels, kSortIndex,
+  kOther,
+  // The int64 fields of TraceEvent, read alike (kIntArgFields, in this order).
+  kCorrelation, kExternalId, kSequenceNumber, kStream, kBytes, kInMsgNelems, kWaitOnStream, kWaitOnEventRecord,
+  // The rest, each read its own way.
+  kDevice, kInputDims, kInputType, kGrid, kBlock, kDtype, kSyncKind, kName, kLabels, kSortIndex,
 };
+
+// Where each int64 arg goes, and the name its errors give ("bytes" for
+// "Bytes" too), in ArgField's order from kCorrelation.
+struct IntArgField {
+  int64_t TraceEvent::*member;
+  std::string_view name;
+};
+constexpr IntArgField kIntArgFields[] = {
+    {&TraceEvent::correlation, "correlation"},
+    {&TraceEvent::external_id, "External id"},
+    {&TraceEvent::sequence_number, "Sequence number"},
+    {&TraceEvent::stream, "stream"},
+    {&TraceEvent::bytes, "bytes"},
+    {&TraceEvent::in_msg_nelems, "In msg nelems"},
+    {&TraceEvent::wait_on_stream, "wait_on_stream"},
+    {&TraceEvent::wait_on_event_record_correlation, "wait_on_cuda_event_record_corr_id"},
+};
+static_assert(std::size(kIntArgFields) ==
+                  static_cast<size_t>(ArgField::kWaitOnEventRecord) - static_cast<size_t>(ArgField::kCorrelation) + 1,
+              "one entry per int64 ArgField");
 
 ArgField ArgFieldOf(const od::raw_json_string& key) {
   switch (key.raw()[0]) {
@@ -1415,43 +1438,23 @@ class KinetoParser {
       od::field& field = field_result.value_unsafe();  // by reference: see ParseEvent
       const od::raw_json_string key = field.key();
       od::value& v = field.value();
-      switch (ArgFieldOf(key)) {
-        case ArgField::kCorrelation: {
-          DD_ASSIGN_OR_RETURN(ev.correlation, IntArgOr(v, index, "correlation", kUnset));
-          break;
-        }
-        case ArgField::kExternalId: {
-          DD_ASSIGN_OR_RETURN(ev.external_id, IntArgOr(v, index, "External id", kUnset));
-          break;
-        }
-        case ArgField::kSequenceNumber: {
-          DD_ASSIGN_OR_RETURN(ev.sequence_number, IntArgOr(v, index, "Sequence number", kUnset));
+      switch (const ArgField which = ArgFieldOf(key); which) {
+        case ArgField::kCorrelation:
+        case ArgField::kExternalId:
+        case ArgField::kSequenceNumber:
+        case ArgField::kStream:
+        case ArgField::kBytes:
+        case ArgField::kInMsgNelems:
+        case ArgField::kWaitOnStream:
+        case ArgField::kWaitOnEventRecord: {
+          const IntArgField& arg =
+              kIntArgFields[static_cast<size_t>(which) - static_cast<size_t>(ArgField::kCorrelation)];
+          DD_ASSIGN_OR_RETURN(ev.*arg.member, IntArgOr(v, index, arg.name, kUnset));
           break;
         }
         case ArgField::kDevice: {
           DD_ASSIGN_OR_RETURN(const int64_t device, IntArgOr(v, index, "device", -1));
           ev.device = static_cast<int32_t>(device);
-          break;
-        }
-        case ArgField::kStream: {
-          DD_ASSIGN_OR_RETURN(ev.stream, IntArgOr(v, index, "stream", kUnset));
-          break;
-        }
-        case ArgField::kBytes: {
-          DD_ASSIGN_OR_RETURN(ev.bytes, IntArgOr(v, index, "bytes", kUnset));
-          break;
-        }
-        case ArgField::kInMsgNelems: {
-          DD_ASSIGN_OR_RETURN(ev.in_msg_nelems, IntArgOr(v, index, "In msg nelems", kUnset));
-          break;
-        }
-        case ArgField::kWaitOnStream: {
-          DD_ASSIGN_OR_RETURN(ev.wait_on_stream, IntArgOr(v, index, "wait_on_stream", kUnset));
-          break;
-        }
-        case ArgField::kWaitOnEventRecord: {
-          DD_ASSIGN_OR_RETURN(ev.wait_on_event_record_correlation,
-                              IntArgOr(v, index, "wait_on_cuda_event_record_corr_id", kUnset));
           break;
         }
         case ArgField::kInputDims: {
