@@ -234,7 +234,8 @@ class CorrelationIndex {
 
 class Builder {
  public:
-  Builder(const Trace& trace, const BuildOptions& options) : trace_(trace), options_(options) {}
+  Builder(const Trace& trace, const BuildOptions& options)
+      : trace_(trace), options_(options), name_traits_(trace.strings.size()) {}
 
   absl::StatusOr<Graph> Run() {
     graph_.source = trace_.path;
@@ -531,32 +532,47 @@ class Builder {
     SyncCall sync = SyncCall::kNone;
     Phase phase = Phase::kUnspecified;  // PhaseFromName
     Mark mark = Mark::kNone;
+    // An elementwise kernel ("...elementwise_kernel..."): the bytes of one
+    // of its elements, from the type in its name (0 for any other name).
+    int8_t elementwise_element_bytes = 0;
   };
+  // Asked for nearly every event, in several passes: the lookup is inlined,
+  // the traits worked out once per string (as a call, it was 8% of the
+  // build's instructions).
   const NameTraits& TraitsOfTrace(StringId id) const {
-    if (name_traits_.empty()) name_traits_.resize(trace_.strings.size());
+    const NameTraits& t = name_traits_[static_cast<size_t>(id)];
+    return t.known ? t : FirstTraitsOfTrace(id);
+  }
+  [[gnu::noinline]] const NameTraits& FirstTraitsOfTrace(StringId id) const {
     NameTraits& t = name_traits_[static_cast<size_t>(id)];
-    if (!t.known) {
-      const std::string_view name = trace_.Str(id);
-      const std::string_view api = StripApiPrefix(name);
-      t.known = true;
-      t.daydream = StartsWith(name, "daydream.");
-      t.gloo = StartsWith(name, "gloo:");
-      t.operator_name = Contains(name, "::") && !Contains(name, " ") && !StartsWith(name, "autograd::engine::");
-      t.collective_kernel = IsCollectiveKernelName(name);
-      t.sync = ClassifySyncCall(name);
-      t.launch_call = Contains(name, "Launch") ||
-                      ((Contains(name, "Memcpy") || Contains(name, "Memset")) && t.sync == SyncCall::kNone);
-      t.event_record = api == "EventRecord" || api == "EventRecordWithFlags";
-      t.stream_wait_event = api == "StreamWaitEvent";
-      t.module_range = !ModuleRangeName(name).empty();
-      t.phase = PhaseFromName(name);
-      t.mark = StartsWith(name, "ProfilerStep#")                                ? Mark::kProfilerStep
-               : StartsWith(name, "Optimizer.step#")                            ? Mark::kOptimizerStep
-               : StartsWith(name, kGradMarkerPrefix)                            ? Mark::kGradMarker
-               : name == "torch::autograd::AccumulateGrad"                      ? Mark::kAccumulateGrad
-               : StartsWith(name, "autograd::engine::evaluate_function: torch::autograd::AccumulateGrad")
-                   ? Mark::kAccumulateGradRange
-                   : Mark::kNone;
+    const std::string_view name = trace_.Str(id);
+    const std::string_view api = StripApiPrefix(name);
+    t.known = true;
+    t.daydream = StartsWith(name, "daydream.");
+    t.gloo = StartsWith(name, "gloo:");
+    t.operator_name = Contains(name, "::") && !Contains(name, " ") && !StartsWith(name, "autograd::engine::");
+    t.collective_kernel = IsCollectiveKernelName(name);
+    t.sync = ClassifySyncCall(name);
+    t.launch_call = Contains(name, "Launch") ||
+                    ((Contains(name, "Memcpy") || Contains(name, "Memset")) && t.sync == SyncCall::kNone);
+    t.event_record = api == "EventRecord" || api == "EventRecordWithFlags";
+    t.stream_wait_event = api == "StreamWaitEvent";
+    t.module_range = !ModuleRangeName(name).empty();
+    t.phase = PhaseFromName(name);
+    t.mark = StartsWith(name, "ProfilerStep#")                                ? Mark::kProfilerStep
+             : StartsWith(name, "Optimizer.step#")                            ? Mark::kOptimizerStep
+             : StartsWith(name, kGradMarkerPrefix)                            ? Mark::kGradMarker
+             : name == "torch::autograd::AccumulateGrad"                      ? Mark::kAccumulateGrad
+             : StartsWith(name, "autograd::engine::evaluate_function: torch::autograd::AccumulateGrad")
+                 ? Mark::kAccumulateGradRange
+                 : Mark::kNone;
+    if (Contains(name, "elementwise_kernel")) {
+      t.elementwise_element_bytes = 4;
+      if (Contains(name, "c10::Half") || Contains(name, "c10::BFloat16") || Contains(name, "__half")) {
+        t.elementwise_element_bytes = 2;
+      } else if (Contains(name, "<double") || Contains(name, " double")) {
+        t.elementwise_element_bytes = 8;
+      }
     }
     return t;
   }
@@ -1787,11 +1803,8 @@ class Builder {
       const Task& k = graph_.tasks[static_cast<size_t>(it->task)];
       if (k.kind != TaskKind::kKernel || k.trace_event < 0) continue;
       const TraceEvent& ev = Ev(static_cast<int32_t>(k.trace_event));
-      const std::string_view name = trace_.Str(ev.name);
-      if (!Contains(name, "elementwise_kernel") || ev.grid_blocks <= 0 || ev.block_threads <= 0) continue;
-      int64_t element_bytes = 4;
-      if (Contains(name, "c10::Half") || Contains(name, "c10::BFloat16") || Contains(name, "__half")) element_bytes = 2;
-      else if (Contains(name, "<double") || Contains(name, " double")) element_bytes = 8;
+      const int64_t element_bytes = TraitsOfTrace(ev.name).elementwise_element_bytes;
+      if (element_bytes == 0 || ev.grid_blocks <= 0 || ev.block_threads <= 0) continue;
       best = std::max(best, SaturatingMul(SaturatingMul(ev.grid_blocks, ev.block_threads), 4 * element_bytes));
     }
     return best;

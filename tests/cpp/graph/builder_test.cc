@@ -1256,6 +1256,44 @@ TEST_CASE("BuildGraph saturates claimed message sizes and refuses them, naming t
                  Catch::EndsWith("sizes this large cannot be simulated (the limit is 4611686018427387904 bytes)"));
 }
 
+TEST_CASE("BuildGraph sizes a gradient without shapes from its elementwise kernel's element type",
+          "[builder]") {
+  // grid x block x 4 elements of the type the kernel's name gives: float
+  // (4 bytes) unless it names a half or bfloat16 (2) or double (8) type. A
+  // kernel that is not elementwise gives no size.
+  const std::string grid = "\"grid\":[3,1,1],\"block\":[128,1,1]";
+  struct Case {
+    std::string kernel;
+    int64_t bytes;
+  };
+  const Case cases[] = {
+      {"void at::native::vectorized_elementwise_kernel<4, at::native::AUnaryFunctor<float>>()", 3 * 128 * 4 * 4},
+      {"void at::native::vectorized_elementwise_kernel<4, at::native::AUnaryFunctor<c10::Half>>()", 3 * 128 * 4 * 2},
+      {"void at::native::vectorized_elementwise_kernel<4, at::native::AUnaryFunctor<c10::BFloat16>>()",
+       3 * 128 * 4 * 2},
+      {"void at::native::unrolled_elementwise_kernel<at::native::AddFunctor<double>>()", 3 * 128 * 4 * 8},
+      {"void at::native::reduce_kernel<512, 1>()", -1},
+  };
+  for (const Case& c : cases) {
+    INFO(c.kernel);
+    // Two AccumulateGrad ops, so that the second launches the same kernel
+    // name again (its traits are worked out once, then looked up).
+    const Trace trace = ParseOrDie(KinetoDoc(Join({
+        Anno("ProfilerStep#1", 0, 100),
+        Cpu("torch::autograd::AccumulateGrad", 10, 20),
+        Rt("cudaLaunchKernel", 12, 2, 5),
+        Gpu(c.kernel, 20, 10, 5, 7, 0, grid),
+        Cpu("torch::autograd::AccumulateGrad", 40, 20),
+        Rt("cudaLaunchKernel", 42, 2, 6),
+        Gpu(c.kernel, 50, 10, 6, 7, 0, grid),
+    })));
+    auto graph = BuildGraph(trace);
+    REQUIRE(graph.ok());
+    REQUIRE(graph->tensors.size() == 2);
+    for (const Tensor& t : graph->tensors) CHECK(t.bytes == c.bytes);
+  }
+}
+
 TEST_CASE("BuildGraph saturates a gradient size inferred from a kernel's claimed grid and refuses it",
           "[builder][errors]") {
   // A gradient without recorded shapes takes its size from the elementwise
