@@ -78,11 +78,22 @@ std::string_view Trim(std::string_view s) {
   return s;
 }
 
+// Whether the string token `token` (from On-Demand's raw_json_token, in a
+// padded document: the byte after it is the next structural character) is
+// followed by a ':'. On-Demand takes a string it was not asked to read for a
+// key when a ':' follows it: skipping `"a":1}` it passes the ':', the value
+// and the '}' that closes the object around them, so that a stray '}' later
+// makes such text pass unchecked. A string read from its raw token, or
+// passed over, is therefore read or checked the slow way then.
+bool TakenForKey(std::string_view token) { return token.data()[token.size()] == ':'; }
+
 // The text between the quotes of a JSON string token (`"abc"` and the blanks
 // before the next structural character, as On-Demand's raw_json_token gives
-// it), escapes unresolved; a null view when the token is not a string.
+// it), escapes unresolved; a null view when the token is not a string, or
+// is followed by a ':' (TakenForKey: the caller reads it through simdjson,
+// which then reports the malformed object).
 std::string_view RawStringToken(std::string_view token) {
-  if (token.empty() || token.front() != '"') return {};
+  if (token.empty() || token.front() != '"' || TakenForKey(token)) return {};
   token = Trim(token);
   if (token.size() < 2 || token.back() != '"') return {};
   return token.substr(1, token.size() - 2);  // never a null view: it points into the token
@@ -1232,11 +1243,12 @@ class KinetoParser {
     if (err != simdjson::SUCCESS) return JsonError(err, index, field);
     return bad == nullptr ? absl::OkStatus() : MalformedAt(bad, index, field);
   }
-  // Whether `v` is an array or an object (what CheckSkipped checks; see
-  // SkippedValueError).
-  static bool IsContainer(od::value& v) {
+  // Whether CheckSkipped has anything to check in `v` (see
+  // SkippedValueError): an array, an object, or a string followed by a ':'.
+  static bool NeedsSkipCheck(od::value& v) {
     const char* at = nullptr;
     if (v.current_location().get(at) != simdjson::SUCCESS || at == nullptr) return true;  // CheckSkipped says why
+    if (*at == '"') return TakenForKey(v.raw_json_token());
     return *at == '[' || *at == '{';
   }
   [[gnu::noinline]] absl::Status CheckSkipped(od::value& v, int64_t index, const od::raw_json_string& key) {
@@ -1256,14 +1268,17 @@ class KinetoParser {
   // brackets, so a malformed one could run on over the events after it; its
   // text is checked whole, once per distinct text (the same shapes and
   // argument lists recur; kept in a string table of its own, across
-  // windows). A scalar is not checked: skipping it passes one token, which
+  // windows). A string is checked not to be followed by a ':' (TakenForKey).
+  // Other scalars are not checked: skipping one passes one token, which
   // hides nothing else, and checking the million of them a trace holds cost
   // 7% of the parse.
   const char* SkippedValueError(od::value& v, error_code* err) {
     const std::string_view token = v.raw_json_token();
     const char first = token.empty() ? '\0' : token.front();
     std::string_view text;
-    if (first == '[') {
+    if (first == '"') {
+      return TakenForKey(token) ? token.data() + token.size() : nullptr;
+    } else if (first == '[') {
       od::array array;
       if ((*err = v.get_array().get(array)) != simdjson::SUCCESS) return nullptr;
       if ((*err = array.raw_json().get(text)) != simdjson::SUCCESS) return nullptr;
@@ -1495,7 +1510,7 @@ class KinetoParser {
           break;
         }
         case ArgField::kOther: {
-          if (IsContainer(v)) DD_RETURN_IF_ERROR(CheckSkipped(v, index, key));
+          if (NeedsSkipCheck(v)) DD_RETURN_IF_ERROR(CheckSkipped(v, index, key));
           break;
         }
       }
@@ -1601,7 +1616,7 @@ class KinetoParser {
           // A flow keeps no name (Kineto gives it its category's): once 'ph'
           // says it is one, the name is passed over like any scalar.
           if (s.has_ph && IsFlowPhase(s.ph)) {
-            if (IsContainer(v)) DD_RETURN_IF_ERROR(CheckSkipped(v, index, "name"));
+            if (NeedsSkipCheck(v)) DD_RETURN_IF_ERROR(CheckSkipped(v, index, "name"));
             break;
           }
           DD_ASSIGN_OR_RETURN(s.ev.name, ReadString(v, index, "name"));
@@ -1644,7 +1659,7 @@ class KinetoParser {
           break;
         }
         case EventField::kOther: {
-          if (IsContainer(v)) DD_RETURN_IF_ERROR(CheckSkipped(v, index, key));
+          if (NeedsSkipCheck(v)) DD_RETURN_IF_ERROR(CheckSkipped(v, index, key));
           break;
         }
       }

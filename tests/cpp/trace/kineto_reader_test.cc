@@ -1271,3 +1271,38 @@ TEST_CASE("reader refuses malformed JSON in values it does not read", "[kineto_r
   CHECK(OnlyEvent(*ok).block_threads == kUnset);
   CHECK(OnlyEvent(*ok).correlation == kUnset);
 }
+
+TEST_CASE("reader windows refuse a string followed by ':' whatever closes after it", "[kineto_reader][windows]") {
+  // On-Demand takes a string it was not asked to read for a key when a ':'
+  // follows it: passing over "x":1} it ate the '}' that closes the object,
+  // so with a stray '}' after it a window parsed on as if nothing was wrong,
+  // where a parse of the whole text refused it (the fuzzer found the first
+  // of these). Every field the reader reads from its raw token, and every
+  // string it passes over, must refuse it in every window.
+  const std::string next = R"({"ph":"X","name":"b","ts":4,"dur":44,"pid":1,"tid":1})";
+  const std::string op = R"("ph":"X","name":"b","ts":4,"dur":44,"pid":1,"tid":1)";
+  const std::string docs[] = {
+      std::string("[{\"ph\":\"M\":\x01}},{\"ph\":\"X\",\"t\":\"\",\"name\":\"\",\"\":21,\"ts\":4,\"dur\":44}]"),
+      "[{" + op + R"(,"ph":"X":1}},)" + next + "]",
+      R"([{"ph":"M":1}},)" + next + "]",
+      R"([{"ph":"s","name":"x":1}},)" + next + "]",
+      "[{" + op + R"(,"args":{"foo":"x":1}}},)" + next + "]",
+      "[{" + op + R"(,"args":{"dtype":"x":1}}},)" + next + "]",
+      "[{" + op + R"(,"args":{"grid":["a":1]]}},)" + next + "]",
+      "[{" + op + R"(,"args":{"Input Dims":["a":1]]}},)" + next + "]",
+      R"({"traceEvents":[{)" + op + R"(,"args":{"foo":"x":1}}},)" + next + "]}",
+  };
+  for (const std::string& doc : docs) {
+    for (size_t window : {size_t{64}, size_t{100}, size_t{1} << 30}) {
+      for (bool parallel : {false, true}) {
+        ReadOptions options;
+        options.window_bytes = window;
+        options.parallel_windows = parallel;
+        INFO(doc << "\nwindow " << window << ", parallel " << parallel);
+        auto trace = ParseTraceJson(doc, "t.json", options);
+        REQUIRE_FALSE(trace.ok());
+        CHECK(absl::IsInvalidArgument(trace.status()));
+      }
+    }
+  }
+}
