@@ -9,6 +9,7 @@
 #endif
 
 #include <algorithm>
+#include <array>
 #include <charconv>
 #include <cstring>
 #include <cmath>
@@ -86,6 +87,17 @@ std::string_view Trim(std::string_view s) {
 // makes such text pass unchecked. A string read from its raw token, or
 // passed over, is therefore read or checked the slow way then.
 bool TakenForKey(std::string_view token) { return token.data()[token.size()] == ':'; }
+
+// Whether `c` can start a JSON scalar. A value that starts with anything
+// else (a ':', a ',' or a closing bracket where a value should be) is
+// skipped by On-Demand as structure: it can close the object around it.
+// (A table: asked for every field the reader passes over.)
+constexpr std::array<bool, 256> kScalarStart = [] {
+  std::array<bool, 256> t{};
+  for (const char c : std::string_view("\"-0123456789tfn")) t[static_cast<unsigned char>(c)] = true;
+  return t;
+}();
+bool IsScalarStart(char c) { return kScalarStart[static_cast<unsigned char>(c)]; }
 
 // The text between the quotes of a JSON string token (`"abc"` and the blanks
 // before the next structural character, as On-Demand's raw_json_token gives
@@ -1244,12 +1256,13 @@ class KinetoParser {
     return bad == nullptr ? absl::OkStatus() : MalformedAt(bad, index, field);
   }
   // Whether CheckSkipped has anything to check in `v` (see
-  // SkippedValueError): an array, an object, or a string followed by a ':'.
+  // SkippedValueError): an array, an object, a string followed by a ':', or
+  // no value at all.
   static bool NeedsSkipCheck(od::value& v) {
     const char* at = nullptr;
     if (v.current_location().get(at) != simdjson::SUCCESS || at == nullptr) return true;  // CheckSkipped says why
     if (*at == '"') return TakenForKey(v.raw_json_token());
-    return *at == '[' || *at == '{';
+    return *at == '[' || *at == '{' || !IsScalarStart(*at);
   }
   [[gnu::noinline]] absl::Status CheckSkipped(od::value& v, int64_t index, const od::raw_json_string& key) {
     error_code err = simdjson::SUCCESS;
@@ -1268,7 +1281,9 @@ class KinetoParser {
   // brackets, so a malformed one could run on over the events after it; its
   // text is checked whole, once per distinct text (the same shapes and
   // argument lists recur; kept in a string table of its own, across
-  // windows). A string is checked not to be followed by a ':' (TakenForKey).
+  // windows). A string is checked not to be followed by a ':' (TakenForKey),
+  // and a value that starts like no JSON value (a ':', a ',', a closing
+  // bracket) is an error at its first byte.
   // Other scalars are not checked: skipping one passes one token, which
   // hides nothing else, and checking the million of them a trace holds cost
   // 7% of the parse.
@@ -1278,6 +1293,8 @@ class KinetoParser {
     std::string_view text;
     if (first == '"') {
       return TakenForKey(token) ? token.data() + token.size() : nullptr;
+    } else if (!IsScalarStart(first) && first != '[' && first != '{') {
+      return token.data();  // no value where one should be
     } else if (first == '[') {
       od::array array;
       if ((*err = v.get_array().get(array)) != simdjson::SUCCESS) return nullptr;
@@ -1442,6 +1459,7 @@ class KinetoParser {
     od::object args;
     if (auto err = value.get_object().get(args); err != simdjson::SUCCESS) {
       if (err == simdjson::INCORRECT_TYPE) {
+        if (NeedsSkipCheck(value)) DD_RETURN_IF_ERROR(CheckSkipped(value, index, "args"));
         WarnEvent("bad_args", index, ": 'args' is not an object; ignored");
         return absl::OkStatus();
       }

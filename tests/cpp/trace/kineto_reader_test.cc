@@ -1272,7 +1272,8 @@ TEST_CASE("reader refuses malformed JSON in values it does not read", "[kineto_r
   CHECK(OnlyEvent(*ok).correlation == kUnset);
 }
 
-TEST_CASE("reader windows refuse a string followed by ':' whatever closes after it", "[kineto_reader][windows]") {
+TEST_CASE("reader windows refuse a string followed by ':', or no value, whatever closes after it",
+          "[kineto_reader][windows]") {
   // On-Demand takes a string it was not asked to read for a key when a ':'
   // follows it: passing over "x":1} it ate the '}' that closes the object,
   // so with a stray '}' after it a window parsed on as if nothing was wrong,
@@ -1291,6 +1292,13 @@ TEST_CASE("reader windows refuse a string followed by ':' whatever closes after 
       "[{" + op + R"(,"args":{"grid":["a":1]]}},)" + next + "]",
       "[{" + op + R"(,"args":{"Input Dims":["a":1]]}},)" + next + "]",
       R"({"traceEvents":[{)" + op + R"(,"args":{"foo":"x":1}}},)" + next + "]}",
+      // No value where one should be: On-Demand skips the ':' or ',' there
+      // as structure (the fuzzer found the first).
+      R"([{"ph":"M","":: ,}},)" + next + "]",
+      "[{" + op + R"(,"foo":,"a":1}},)" + next + "]",
+      "[{" + op + R"(,"args"::1}},)" + next + "]",
+      "[{" + op + R"(,"args":{"foo"::1}}},)" + next + "]",
+      "[{" + op + R"(,"args":"x":1}},)" + next + "]",
   };
   for (const std::string& doc : docs) {
     for (size_t window : {size_t{64}, size_t{100}, size_t{1} << 30}) {
