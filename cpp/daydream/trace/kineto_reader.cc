@@ -996,6 +996,9 @@ class KinetoParser {
     for (size_t i = 0; i < tracks.size(); ++i) {
       const TraceTrack& t = local.tracks[i];
       tracks[i] = TrackFor(id(t.pid_is_text, t.pid, t.pid_text), id(t.tid_is_text, t.tid, t.tid_text));
+      TraceTrack& merged = trace_.tracks[static_cast<size_t>(tracks[i])];
+      merged.num_events += t.num_events;  // as Commit counted them
+      merged.gpu = merged.gpu || t.gpu;
     }
     auto track = [&](int32_t id) { return tracks[static_cast<size_t>(id)]; };
     for (const MetaWrite& w : h.meta_log_) {
@@ -1774,6 +1777,11 @@ class KinetoParser {
     }
     ev.track = TrackFor(s.pid, s.tid);
     trace_.events.push_back(ev);
+    // Counted here, while the event is at hand, not in another pass over
+    // all of them (a stream of 128 bytes an event).
+    TraceTrack& track = trace_.tracks[static_cast<size_t>(ev.track)];
+    ++track.num_events;
+    track.gpu = track.gpu || IsGpuKind(ev.kind);
     return absl::OkStatus();
   }
 
@@ -1795,11 +1803,6 @@ class KinetoParser {
   }
 
   void Finish() {
-    for (const TraceEvent& ev : trace_.events) {
-      TraceTrack& t = trace_.tracks[static_cast<size_t>(ev.track)];
-      ++t.num_events;
-      if (IsGpuKind(ev.kind)) t.gpu = true;
-    }
     // Process-level metadata applies to every track of that pid.
     auto apply = [&](const std::vector<std::pair<int32_t, StringId>>& items, bool label) {
       for (const auto& [meta_track, value] : items) {
