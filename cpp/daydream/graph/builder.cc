@@ -350,49 +350,63 @@ class Builder {
   void CollectCpuTasks() {
     std::vector<std::vector<NestKey>>& sorted = track_keys_;
     ReserveHugePages(pending_, num_cpu_ranges_ + gpu_events_.size());  // all but operators' own work
-    std::vector<uint8_t> has_task_child(trace_.events.size(), 0);
     for (size_t t = 0; t < sorted.size(); ++t) {
       if (sorted[t].empty()) continue;
       std::vector<NestKey>& keys = sorted[t];
       SortRuns(keys, NestLess);
-      // Nesting with a stack of (key index, effective end), read from the
-      // keys rather than the (much larger, randomly reached) events.
-      std::vector<std::pair<size_t, TimeNs>> stack;
+      // Nesting with a stack of open ranges, read from the keys rather than
+      // the (much larger, randomly reached) events.
+      struct Open {
+        size_t key;
+        TimeNs end;    // effective (clipped to the enclosing range's)
+        int32_t task;  // the innermost task among it and its ancestors: an index in candidates, or kNone
+      };
+      std::vector<Open> stack;
       std::vector<Pending> candidates;
+      // Each candidate's innermost enclosing task (kNone for none), by
+      // candidate: the operator whose own work it covers (AddSelfTimeTasks).
+      std::vector<int32_t> enclosing_task;
+      std::vector<uint8_t> has_task_child;  // by candidate: a task lies inside it
       ReserveHugePages(candidates, keys.size());
+      ReserveHugePages(enclosing_task, keys.size());
+      ReserveHugePages(has_task_child, keys.size());
       for (size_t k = 0; k < keys.size(); ++k) {
         const NestKey& key = keys[k];
-        while (!stack.empty() && stack.back().second <= key.ts &&
-               !(stack.back().second == key.ts && key.dur == 0 && keys[stack.back().first].dur == 0 &&
-                 keys[stack.back().first].ts == key.ts)) {
+        while (!stack.empty() && stack.back().end <= key.ts &&
+               !(stack.back().end == key.ts && key.dur == 0 && keys[stack.back().key].dur == 0 &&
+                 keys[stack.back().key].ts == key.ts)) {
           stack.pop_back();
         }
         const int32_t e = key.event;
         TimeNs end = key.ts + key.dur;
+        const int32_t outer_task = stack.empty() ? kNone : stack.back().task;
         if (!stack.empty()) {
-          const int32_t parent = keys[stack.back().first].event;
+          const int32_t parent = keys[stack.back().key].event;
           parent_[static_cast<size_t>(e)] = parent;
-          if (end > stack.back().second) {
+          if (end > stack.back().end) {
             if (key.task) {
               Warn("overlapping_cpu_events",
                    StrCat(EventLabel(e), " ends after the event enclosing it; clipped"));
             }
-            end = stack.back().second;
-          }
-          if (key.task) {
-            for (int32_t p = parent; p != kNone && !has_task_child[static_cast<size_t>(p)];
-                 p = parent_[static_cast<size_t>(p)]) {
-              has_task_child[static_cast<size_t>(p)] = 1;
-            }
+            end = stack.back().end;
           }
         }
-        stack.emplace_back(k, end);
-        if (key.task) candidates.push_back(Pending{key.ts, end, e, kNone, false, key.is_operator});
+        int32_t task = outer_task;
+        if (key.task) {
+          task = static_cast<int32_t>(candidates.size());
+          candidates.push_back(Pending{key.ts, end, e, kNone, false, key.is_operator});
+          enclosing_task.push_back(outer_task);
+          has_task_child.push_back(0);
+          // The innermost task around it encloses a task: it is no leaf.
+          if (outer_task != kNone) has_task_child[static_cast<size_t>(outer_task)] = 1;
+        }
+        stack.push_back(Open{k, end, task});
       }
       int32_t resource = kNone;
       TimeNs prev_end = kNeverNs;
-      for (Pending& p : candidates) {
-        if (has_task_child[static_cast<size_t>(p.event)]) continue;
+      for (size_t i = 0; i < candidates.size(); ++i) {
+        Pending& p = candidates[i];
+        if (has_task_child[i]) continue;
         if (resource == kNone) resource = CpuResource(static_cast<int32_t>(t));
         if (p.start < prev_end) {
           Warn("overlapping_cpu_events",
@@ -404,7 +418,7 @@ class Builder {
         p.resource = resource;
         pending_.push_back(p);
       }
-      if (resource != kNone) AddSelfTimeTasks(candidates, has_task_child, resource);
+      if (resource != kNone) AddSelfTimeTasks(candidates, enclosing_task, resource);
     }
     // Every thread's ranges in one nesting order: a k-way merge of the
     // threads' sorted keys (a heap of each thread's next key).
@@ -446,19 +460,13 @@ class Builder {
   // CPU operator that none of its task-bearing descendants covers becomes a
   // task named after the operator, so its cost is work the passes see, not a
   // framework gap. Every instant belongs to the innermost operator around it.
-  void AddSelfTimeTasks(const std::vector<Pending>& candidates, const std::vector<uint8_t>& has_task_child,
+  //
+  // `enclosing_task[i]` is the innermost task around candidates[i] (an index
+  // in candidates, kNone for none): as every range around a task has a task
+  // descendant, it is the nearest task-bearing candidate around it.
+  void AddSelfTimeTasks(const std::vector<Pending>& candidates, const std::vector<int32_t>& enclosing_task,
                         int32_t resource) {
     if (options_.min_self_task_ns <= 0) return;
-    // event -> index in candidates of the enclosing ones (kNone elsewhere;
-    // reset before returning, so one array serves every thread).
-    if (enclosing_.empty()) enclosing_ = HugePagesVector(trace_.events.size(), kNone);
-    bool any = false;
-    for (size_t i = 0; i < candidates.size(); ++i) {
-      if (!has_task_child[static_cast<size_t>(candidates[i].event)]) continue;
-      enclosing_[static_cast<size_t>(candidates[i].event)] = static_cast<int32_t>(i);
-      any = true;
-    }
-    if (!any) return;
     // Per enclosing operator: the spans of its nearest task-bearing
     // descendants, in start order (candidates are sorted by start, and the
     // stable grouping by operator keeps that order within each).
@@ -467,15 +475,13 @@ class Builder {
       TimeNs from, to;
     };
     std::vector<Cover> covered;
-    ReserveHugePages(covered, candidates.size());
-    for (const Pending& c : candidates) {
-      for (int32_t a = parent_[static_cast<size_t>(c.event)]; a != kNone; a = parent_[static_cast<size_t>(a)]) {
-        const int32_t op = enclosing_[static_cast<size_t>(a)];
-        if (op == kNone) continue;
-        covered.push_back(Cover{op, c.start, c.end});
-        break;
-      }
+    for (size_t i = 0; i < candidates.size(); ++i) {
+      const int32_t op = enclosing_task[i];
+      if (op == kNone) continue;
+      if (covered.empty()) ReserveHugePages(covered, candidates.size() - i);
+      covered.push_back(Cover{op, candidates[i].start, candidates[i].end});
     }
+    if (covered.empty()) return;
     // Grouped by operator with a counting sort, which is stable.
     std::vector<int32_t> slot(candidates.size() + 1, 0);
     for (const Cover& c : covered) ++slot[static_cast<size_t>(c.op) + 1];
@@ -500,7 +506,6 @@ class Builder {
       }
       i = j;
     }
-    for (const Pending& c : candidates) enclosing_[static_cast<size_t>(c.event)] = kNone;
   }
 
   // CPU ranges some rule looks for by name.
@@ -1876,7 +1881,6 @@ class Builder {
   std::vector<int32_t> task_of_;           // per event: its task
   std::vector<int32_t> cpu_range_events_;  // CPU ranges, parents before children
   std::vector<int32_t> marked_[kNumMarks];  // per Mark: the CPU ranges of that name, in the same order
-  std::vector<int32_t> enclosing_;         // AddSelfTimeTasks' scratch, by event
   mutable std::vector<NameTraits> name_traits_;  // TraitsOfTrace's, by trace string
   std::vector<StringId> task_trace_name_;        // per task: its name in the trace
   std::vector<Pending> pending_;

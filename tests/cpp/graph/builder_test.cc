@@ -135,6 +135,18 @@ std::vector<std::string> TraceFiles(const std::string& folder) {
   return files;
 }
 
+using Span = std::pair<TimeNs, TimeNs>;  // start, duration
+
+// Each task's name and recorded span, in task order.
+std::vector<std::pair<std::string, Span>> TaskSpans(const Graph& g) {
+  std::vector<std::pair<std::string, Span>> tasks;
+  for (size_t i = 0; i < g.tasks.size(); ++i) {
+    const Task& t = g.tasks[i];
+    tasks.push_back({std::string(g.TaskName(static_cast<int32_t>(i))), {t.recorded_start_ns, t.duration_ns}});
+  }
+  return tasks;
+}
+
 }  // namespace
 
 // --- rule 1: CPU tasks ---------------------------------------------------------
@@ -174,13 +186,7 @@ TEST_CASE("builder makes an operator's own long work inside it a task, attribute
       Cpu("aten::convolution_backward", 410, 10),
   };
   const Graph g = Build(events);
-  std::vector<std::pair<std::string, std::pair<TimeNs, TimeNs>>> tasks;
-  for (size_t i = 0; i < g.tasks.size(); ++i) {
-    const Task& t = g.tasks[i];
-    tasks.push_back({std::string(g.TaskName(static_cast<int32_t>(i))), {t.recorded_start_ns, t.duration_ns}});
-  }
-  using Span = std::pair<TimeNs, TimeNs>;
-  CHECK(tasks == std::vector<std::pair<std::string, Span>>{
+  CHECK(TaskSpans(g) == std::vector<std::pair<std::string, Span>>{
                      {"aten::empty", {12 * kUs, 3 * kUs}},
                      {"aten::mkldnn_convolution", {15 * kUs, 235 * kUs}},
                      {"aten::conv2d", {250 * kUs, 50 * kUs}},
@@ -194,6 +200,29 @@ TEST_CASE("builder makes an operator's own long work inside it a task, attribute
   BuildOptions off;
   off.min_self_task_ns = 0;
   CHECK(Build(events, off).tasks.size() == 2);
+}
+
+TEST_CASE("builder finds an operator's task descendants through ranges that are no tasks", "[builder]") {
+  // aten::outer holds its tasks only inside a record_function range: it is
+  // still no leaf, and its own work is what they leave of it (but the 10 us
+  // between aten::mid and aten::after, under min_self_task_ns). aten::mid's
+  // own work stops at aten::inner, its own child.
+  const Graph g = Build({
+      Anno("ProfilerStep#1", 0, 1000),
+      Cpu("aten::outer", 0, 400),
+      Anno("region", 20, 300),
+      Cpu("aten::mid", 40, 200),
+      Cpu("aten::inner", 100, 50),
+      Cpu("aten::after", 250, 30),
+  });
+  CHECK(TaskSpans(g) == std::vector<std::pair<std::string, Span>>{
+                     {"aten::outer", {0, 40 * kUs}},
+                     {"aten::mid", {40 * kUs, 60 * kUs}},
+                     {"aten::inner", {100 * kUs, 50 * kUs}},
+                     {"aten::mid", {150 * kUs, 90 * kUs}},
+                     {"aten::after", {250 * kUs, 30 * kUs}},
+                     {"aten::outer", {280 * kUs, 120 * kUs}},
+                 });
 }
 
 TEST_CASE("builder gives each CPU task the idle time since the previous task on its thread", "[builder]") {
