@@ -14,13 +14,11 @@
 #include <cstring>
 #include <cmath>
 #include <cstdlib>
-#include <future>
 #include <iterator>
 #include <limits>
 #include <memory>
 #include <optional>
 #include <string>
-#include <system_error>
 #include <tuple>
 #include <utility>
 
@@ -31,6 +29,7 @@
 #include "daydream/base/strings.h"
 #include "daydream/base/status_macros.h"
 #include "daydream/base/time.h"
+#include "daydream/base/worker.h"
 #include "daydream/trace/file_source.h"
 
 namespace daydream {
@@ -899,7 +898,8 @@ class KinetoParser {
     cut_a = begin_ + first_bytes;
     const bool second_is_last = end_ < cut_a + 1 + window;  // the input ends within it
     const size_t cut_b = second_is_last ? std::string_view::npos : FindCut(cut_a + 1, cut_a + 1 + window);
-    if (cut_b == std::string_view::npos) {  // the second is the last, or has no cut: the first alone
+    // The second is the last, or has no cut (or no text): the first alone.
+    if (cut_b == std::string_view::npos || cut_b < cut_a + 2) {
       DD_ASSIGN_OR_RETURN(const WindowEnd first, ParseWindow(cut_a, /*final=*/false));
       return std::optional<WindowEnd>(first);
     }
@@ -911,16 +911,27 @@ class KinetoParser {
       helper_->detached_ = true;
     }
     KinetoParser* const helper = helper_.get();
-    helper->LoadDetached(Text(cut_a + 1, cut_b));
-    NoteWindow(cut_b - cut_a - 1);
-    std::future<bool> second;
-    try {
-      second = std::async(std::launch::async, [helper] { return helper->ParseDetached(); });
-    } catch (const std::system_error&) {
+    // The helper copies its text itself, beside the first window's parse
+    // (which only reads the buffer), all but its first byte: ParseWindow
+    // writes a ' ' there meanwhile.
+    const char first_byte = buf_[cut_a + 1];
+    const std::string_view rest = Text(cut_a + 2, cut_b);
+    bool second_ok = false;
+    if (!worker_.Start([helper, first_byte, rest, &second_ok] {
+          helper->LoadDetached(first_byte, rest);
+          second_ok = helper->ParseDetached();
+        })) {
       return std::nullopt;  // no thread to be had: one window at a time
     }
-    const absl::StatusOr<WindowEnd> first = ParseWindow(cut_a, /*final=*/false);
-    const bool second_ok = second.get();
+    NoteWindow(cut_b - cut_a - 1);
+    absl::StatusOr<WindowEnd> first = absl::InternalError("not parsed");
+    {
+      struct Join {  // the helper's job reads this buffer and second_ok: it ends before they go
+        Worker& worker;
+        ~Join() { worker.Wait(); }  // a helper that threw left second_ok false: its text is parsed again here
+      } join{worker_};
+      first = ParseWindow(cut_a, /*final=*/false);
+    }
     if (!first.ok()) return first.status();
     if (*first == WindowEnd::kConsumed && begin_ == cut_a + 1 && second_ok &&
         helper->index_ <= options_.max_events - index_) {
@@ -931,13 +942,15 @@ class KinetoParser {
     return std::optional<WindowEnd>(*first);
   }
 
-  // A detached parser's text: one window, parsed by ParseDetached.
-  void LoadDetached(std::string_view text) {
+  // A detached parser's text: one window, parsed by ParseDetached: its first
+  // byte, then the rest.
+  void LoadDetached(char first_byte, std::string_view rest) {
     std::vector<TraceEvent> events = std::move(trace_.events);  // keeps its capacity
     std::vector<TraceFlow> flows = std::move(trace_.flows);
     events.clear();
     flows.clear();
-    const size_t room = text.size() / 128 + 16;  // as ParseEventStream: no growth, no copies
+    const size_t size = 1 + rest.size();
+    const size_t room = size / 128 + 16;  // as ParseEventStream: no growth, no copies
     ReserveHugePages(events, room);
     flows.reserve(room);
     trace_ = Trace();
@@ -956,11 +969,12 @@ class KinetoParser {
     detached_warnings_.clear();
     std::fill(std::begin(phase_interned_), std::end(phase_interned_), false);
     index_ = 0;
-    const size_t need = 1 + text.size() + 2 + JsonPadding();
+    const size_t need = 1 + size + 2 + JsonPadding();
     if (buf_.size() < need) buf_.resize(need);
-    std::memcpy(buf_.data() + 1, text.data(), text.size());
+    buf_[1] = first_byte;
+    std::memcpy(buf_.data() + 2, rest.data(), rest.size());
     begin_ = 1;
-    end_ = 1 + text.size();
+    end_ = 1 + size;
     buf_origin_ = 0;
   }
 
@@ -1940,6 +1954,7 @@ class KinetoParser {
   std::vector<MetaWrite> meta_log_;
   std::vector<PendingWarning> detached_warnings_;  // flushed, in order, for Merge
   std::unique_ptr<KinetoParser> helper_;
+  Worker worker_;  // runs helper_ (after it: goes first, waiting for it)
   ReadOptions helper_options_;
 };
 
