@@ -888,18 +888,18 @@ class KinetoParser {
   // the second does not count as meeting the input's end (hit_end_), so both
   // meet it in the same window: a failure there reads as truncation, earlier
   // as malformed text.
+  //
+  // The second window's events are merged on the helper's thread while this
+  // one reads the next windows' text (which touches only the buffer and the
+  // input, nothing a merge writes); everything after that waits for it.
   absl::StatusOr<std::optional<WindowEnd>> ParseTwoWindows(size_t window) {
-    DD_RETURN_IF_ERROR(Fill(window));
-    if (hit_end_) return std::nullopt;  // the last window
-    size_t cut_a = FindCut(begin_, SeenEnd());
-    if (cut_a == std::string_view::npos) return std::nullopt;
-    const size_t first_bytes = cut_a - begin_;
-    DD_RETURN_IF_ERROR(Fill(first_bytes + 1 + window, /*ahead=*/true));  // may move the text to the front
-    cut_a = begin_ + first_bytes;
-    const bool second_is_last = end_ < cut_a + 1 + window;  // the input ends within it
-    const size_t cut_b = second_is_last ? std::string_view::npos : FindCut(cut_a + 1, cut_a + 1 + window);
-    // The second is the last, or has no cut (or no text): the first alone.
-    if (cut_b == std::string_view::npos || cut_b < cut_a + 2) {
+    size_t cut_a = std::string_view::npos;
+    size_t cut_b = std::string_view::npos;
+    const absl::Status read = ReadTwoWindows(window, &cut_a, &cut_b);
+    DD_RETURN_IF_ERROR(JoinMerge());
+    DD_RETURN_IF_ERROR(read);
+    if (cut_a == std::string_view::npos) return std::nullopt;  // the last window, or no cut
+    if (cut_b == std::string_view::npos) {  // the second is the last, or has no cut (or no text): the first alone
       DD_ASSIGN_OR_RETURN(const WindowEnd first, ParseWindow(cut_a, /*final=*/false));
       return std::optional<WindowEnd>(first);
     }
@@ -935,11 +935,40 @@ class KinetoParser {
     if (!first.ok()) return first.status();
     if (*first == WindowEnd::kConsumed && begin_ == cut_a + 1 && second_ok &&
         helper->index_ <= options_.max_events - index_) {
-      Merge(*helper);
       seen_end_ = std::max(seen_end_, Global(cut_a + 1 + window));  // one at a time read the second's window
       begin_ = cut_b + 1;
+      // Joined by the next call (ParseEventStream calls again after kConsumed).
+      merge_pending_ = worker_.Start([this, helper] { Merge(*helper); });
+      if (!merge_pending_) Merge(*helper);
     }
     return std::optional<WindowEnd>(*first);
+  }
+
+  // Reads the text of the next two windows and finds their cuts: `*cut_a`
+  // stays npos at the input's last window or without a cut, `*cut_b` when
+  // the second window is the last, has no cut or no text.
+  absl::Status ReadTwoWindows(size_t window, size_t* cut_a, size_t* cut_b) {
+    DD_RETURN_IF_ERROR(Fill(window));
+    if (hit_end_) return absl::OkStatus();  // the last window
+    const size_t a = FindCut(begin_, SeenEnd());
+    if (a == std::string_view::npos) return absl::OkStatus();
+    const size_t first_bytes = a - begin_;
+    DD_RETURN_IF_ERROR(Fill(first_bytes + 1 + window, /*ahead=*/true));  // may move the text to the front
+    *cut_a = begin_ + first_bytes;
+    const bool second_is_last = end_ < *cut_a + 1 + window;  // the input ends within it
+    const size_t b = second_is_last ? std::string_view::npos : FindCut(*cut_a + 1, *cut_a + 1 + window);
+    if (b != std::string_view::npos && b >= *cut_a + 2) *cut_b = b;
+    return absl::OkStatus();
+  }
+
+  // Waits for the merge ParseTwoWindows left running, if any.
+  absl::Status JoinMerge() {
+    if (!merge_pending_) return absl::OkStatus();
+    merge_pending_ = false;
+    if (!worker_.Wait()) {
+      return absl::ResourceExhaustedError(StrCat(source_, ": out of memory merging the events of a window"));
+    }
+    return absl::OkStatus();
   }
 
   // A detached parser's text: one window, parsed by ParseDetached: its first
@@ -1954,8 +1983,11 @@ class KinetoParser {
   std::vector<MetaWrite> meta_log_;
   std::vector<PendingWarning> detached_warnings_;  // flushed, in order, for Merge
   std::unique_ptr<KinetoParser> helper_;
-  Worker worker_;  // runs helper_ (after it: goes first, waiting for it)
   ReadOptions helper_options_;
+  // Runs helper_ and merges it. Declared last, so destroyed first: it waits
+  // for a job in flight while everything the job touches is still there.
+  Worker worker_;
+  bool merge_pending_ = false;  // worker_ merges helper_ (JoinMerge)
 };
 
 std::string BaseName(std::string_view path) {
