@@ -475,10 +475,10 @@ class Builder {
       TimeNs from, to;
     };
     std::vector<Cover> covered;
+    ReserveHugePages(covered, candidates.size());
     for (size_t i = 0; i < candidates.size(); ++i) {
       const int32_t op = enclosing_task[i];
       if (op == kNone) continue;
-      if (covered.empty()) ReserveHugePages(covered, candidates.size() - i);
       covered.push_back(Cover{op, candidates[i].start, candidates[i].end});
     }
     if (covered.empty()) return;

@@ -1308,7 +1308,7 @@ class KinetoParser {
     const char* at = nullptr;
     if (v.current_location().get(at) != simdjson::SUCCESS || at == nullptr) return true;  // CheckSkipped says why
     if (*at == '"') return TakenForKey(v.raw_json_token());
-    return *at == '[' || *at == '{' || !IsScalarStart(*at);
+    return !IsScalarStart(*at);  // a container, or no value at all
   }
   [[gnu::noinline]] absl::Status CheckSkipped(od::value& v, int64_t index, const od::raw_json_string& key) {
     error_code err = simdjson::SUCCESS;
