@@ -674,12 +674,15 @@ std::string TraceDigest(const daydream::Trace& t) {
       d.Int(v);
     }
   }
+  // Each event's fields, its detail's among them (in the order they had
+  // when they were one record, so that digests from before still compare).
   for (const daydream::TraceEvent& e : t.events) {
-    for (int64_t v : {e.ts_ns, e.dur_ns, e.correlation, e.external_id, e.sequence_number, e.stream, e.bytes,
-                      e.in_msg_nelems, e.wait_on_stream, e.wait_on_event_record_correlation, int64_t{e.name},
-                      int64_t{e.input_dims}, int64_t{e.input_types}, int64_t{e.dtype}, int64_t{e.sync_kind},
-                      int64_t{e.track}, int64_t{e.device}, e.grid_blocks,
-                      int64_t{e.block_threads}, static_cast<int64_t>(e.kind), int64_t{e.instant}}) {
+    const daydream::TraceEventDetail& x = t.Detail(e);
+    for (int64_t v : {e.ts_ns, e.dur_ns, e.correlation, e.external_id, x.sequence_number, x.stream, x.bytes,
+                      x.in_msg_nelems, x.wait_on_stream, x.wait_on_event_record_correlation, int64_t{e.name},
+                      int64_t{e.input_dims}, int64_t{e.input_types}, int64_t{x.dtype}, int64_t{x.sync_kind},
+                      int64_t{e.track}, int64_t{x.device}, x.grid_blocks,
+                      int64_t{x.block_threads}, static_cast<int64_t>(e.kind), int64_t{e.instant}}) {
       d.Int(v);
     }
   }

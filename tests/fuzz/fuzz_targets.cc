@@ -29,25 +29,27 @@ ReadOptions FuzzReadOptions() {
 // Two parses with the same windows, two at a time and one at a time, must
 // agree exactly: the same error message, or the same trace down to string
 // ids, warning examples and every event field.
-bool SameEvent(const TraceEvent& a, const TraceEvent& b) {
+bool SameDetail(const TraceEventDetail& a, const TraceEventDetail& b) {
+  return a.bytes == b.bytes && a.stream == b.stream && a.sequence_number == b.sequence_number &&
+         a.in_msg_nelems == b.in_msg_nelems && a.wait_on_stream == b.wait_on_stream &&
+         a.wait_on_event_record_correlation == b.wait_on_event_record_correlation && a.grid_blocks == b.grid_blocks &&
+         a.dtype == b.dtype && a.sync_kind == b.sync_kind && a.device == b.device && a.block_threads == b.block_threads;
+}
+
+bool SameEvent(const Trace& ta, const TraceEvent& a, const Trace& tb, const TraceEvent& b) {
   return a.ts_ns == b.ts_ns && a.dur_ns == b.dur_ns && a.correlation == b.correlation &&
-         a.external_id == b.external_id && a.sequence_number == b.sequence_number &&
-         a.stream == b.stream && a.bytes == b.bytes && a.in_msg_nelems == b.in_msg_nelems &&
-         a.wait_on_stream == b.wait_on_stream &&
-         a.wait_on_event_record_correlation == b.wait_on_event_record_correlation && a.name == b.name &&
-         a.input_dims == b.input_dims && a.input_types == b.input_types &&
-         a.dtype == b.dtype && a.sync_kind == b.sync_kind && a.track == b.track && a.device == b.device &&
-         a.grid_blocks == b.grid_blocks && a.block_threads == b.block_threads &&
-         a.kind == b.kind && a.instant == b.instant;
+         a.external_id == b.external_id && a.name == b.name && a.input_dims == b.input_dims &&
+         a.input_types == b.input_types && a.track == b.track && a.detail == b.detail && a.kind == b.kind &&
+         a.instant == b.instant && SameDetail(ta.Detail(a), tb.Detail(b));
 }
 
 bool SameTrace(const Trace& a, const Trace& b) {
-  if (a.events.size() != b.events.size() || a.flows.size() != b.flows.size() || a.tracks.size() != b.tracks.size() ||
+  if (a.events.size() != b.events.size() || a.details.size() != b.details.size() || a.flows.size() != b.flows.size() || a.tracks.size() != b.tracks.size() ||
       a.strings.size() != b.strings.size() || a.warnings.items().size() != b.warnings.items().size()) {
     return false;
   }
   for (size_t i = 0; i < a.events.size(); ++i) {
-    if (!SameEvent(a.events[i], b.events[i])) return false;
+    if (!SameEvent(a, a.events[i], b, b.events[i])) return false;
   }
   for (size_t i = 0; i < a.flows.size(); ++i) {
     const TraceFlow &x = a.flows[i], &y = b.flows[i];

@@ -640,9 +640,7 @@ class Builder {
     std::vector<std::vector<Pending>> per_resource;
     for (int32_t i : gpu_events_) {
       const TraceEvent& ev = Ev(i);
-      const TraceTrack& track = trace_.tracks[static_cast<size_t>(ev.track)];
-      const int64_t device = ev.device >= 0 ? ev.device : track.pid;
-      const int64_t stream = ev.stream != kUnset ? ev.stream : track.tid;
+      const auto [device, stream] = DeviceStream(ev);
       auto [it, inserted] = resources.try_emplace({device, stream}, kNone);
       if (inserted) {
         Resource r;
@@ -741,9 +739,24 @@ class Builder {
     ReserveHugePages(graph_.edges, 2 * graph_.tasks.size());
   }
 
+  // The (device, stream) a GPU event's args name, else its track's (pid, tid).
+  std::pair<int64_t, int64_t> DeviceStream(const TraceEvent& ev) const {
+    const TraceTrack& track = trace_.tracks[static_cast<size_t>(ev.track)];
+    const TraceEventDetail& d = trace_.Detail(ev);
+    return {d.device >= 0 ? d.device : track.pid, d.stream != kUnset ? d.stream : track.tid};
+  }
+
+  // A synchronization's kind ("Stream Wait Event", "Context Sync", ...):
+  // its "cuda_sync_kind" arg, else its name.
+  std::string_view SyncKind(const TraceEvent& ev) const {
+    const StringId kind = trace_.Detail(ev).sync_kind;
+    return trace_.Str(kind != 0 ? kind : ev.name);
+  }
+
   int64_t TaskBytes(const TraceEvent& ev) const {
-    if (ev.bytes >= 0) return ev.bytes;
-    if (ev.in_msg_nelems >= 0) return SaturatingMul(ev.in_msg_nelems, DtypeBytes(trace_.Str(ev.dtype)));
+    const TraceEventDetail& d = trace_.Detail(ev);
+    if (d.bytes >= 0) return d.bytes;
+    if (d.in_msg_nelems >= 0) return SaturatingMul(d.in_msg_nelems, DtypeBytes(trace_.Str(d.dtype)));
     if (ev.kind == EventKind::kUserAnnotation && ev.input_dims != 0) {
       return FirstInputBytes(ev);
     }
@@ -1043,15 +1056,13 @@ class Builder {
     }
     for (int32_t i : sync_events_) {
       const TraceEvent& ev = Ev(i);
-      const std::string_view kind = ev.sync_kind != 0 ? trace_.Str(ev.sync_kind) : trace_.Str(ev.name);
-      if (kind != "Stream Wait Event") continue;
+      const TraceEventDetail& d = trace_.Detail(ev);
+      if (SyncKind(ev) != "Stream Wait Event") continue;
       have_sync_records = true;
-      const TraceTrack& track = trace_.tracks[static_cast<size_t>(ev.track)];
-      const int64_t device = ev.device >= 0 ? ev.device : track.pid;
-      const int64_t stream = ev.stream != kUnset ? ev.stream : track.tid;
+      const auto [device, stream] = DeviceStream(ev);
       auto waiting = stream_resource.find({device, stream});
-      auto source = stream_resource.find({device, ev.wait_on_stream});
-      const int32_t record = correlation_launcher_.Find(ev.wait_on_event_record_correlation);
+      auto source = stream_resource.find({device, d.wait_on_stream});
+      const int32_t record = correlation_launcher_.Find(d.wait_on_event_record_correlation);
       const int32_t wait = correlation_launcher_.Find(ev.correlation);
       if (waiting == stream_resource.end() || source == stream_resource.end() || record == kNone ||
           wait == kNone) {
@@ -1372,9 +1383,9 @@ class Builder {
         bool recorded_all = false;
         if (record != sync_records.end()) {
           const TraceEvent& ev = Ev(record->second);
-          const std::string_view kind = ev.sync_kind != 0 ? trace_.Str(ev.sync_kind) : trace_.Str(ev.name);
-          recorded_all = kind == "Context Sync";
-          recorded_stream = ev.wait_on_stream != kUnset ? ev.wait_on_stream : ev.stream;
+          const TraceEventDetail& d = trace_.Detail(ev);
+          recorded_all = SyncKind(ev) == "Context Sync";
+          recorded_stream = d.wait_on_stream != kUnset ? d.wait_on_stream : d.stream;
         }
         if (call == SyncCall::kDevice || recorded_all) {
           for (int32_t s : gpu_streams_) {
@@ -1587,12 +1598,12 @@ class Builder {
       const int32_t parent_layer = p == kNone ? kNone : layer_of[static_cast<size_t>(p)];
       int32_t layer = parent_layer;
       if (name.module_range) layer = LayerFor(ModuleRangeName(trace_.Str(ev.name)), parent_layer);
-      if (ev.sequence_number != kUnset && ev.kind == EventKind::kCpuOp) {
+      if (const int64_t seq = trace_.Detail(ev).sequence_number; seq != kUnset && ev.kind == EventKind::kCpuOp) {
         if (own == Phase::kBackward) {
-          auto it = forward_layer_by_seq.find(ev.sequence_number);
+          auto it = forward_layer_by_seq.find(seq);
           if (it != forward_layer_by_seq.end() && layer == kNone) layer = it->second;
         } else if (layer != kNone) {
-          forward_layer_by_seq.try_emplace(ev.sequence_number, layer);
+          forward_layer_by_seq.try_emplace(seq, layer);
         }
       }
       layer_of[static_cast<size_t>(e)] = layer;
@@ -1809,8 +1820,9 @@ class Builder {
       if (k.kind != TaskKind::kKernel || k.trace_event < 0) continue;
       const TraceEvent& ev = Ev(static_cast<int32_t>(k.trace_event));
       const int64_t element_bytes = TraitsOfTrace(ev.name).elementwise_element_bytes;
-      if (element_bytes == 0 || ev.grid_blocks <= 0 || ev.block_threads <= 0) continue;
-      best = std::max(best, SaturatingMul(SaturatingMul(ev.grid_blocks, ev.block_threads), 4 * element_bytes));
+      const TraceEventDetail& d = trace_.Detail(ev);
+      if (element_bytes == 0 || d.grid_blocks <= 0 || d.block_threads <= 0) continue;
+      best = std::max(best, SaturatingMul(SaturatingMul(d.grid_blocks, d.block_threads), 4 * element_bytes));
     }
     return best;
   }

@@ -60,6 +60,8 @@ struct EventScratch {
   IdValue tid;
   int64_t flow_id = kUnset;
   TraceEvent ev;
+  TraceEventDetail detail;
+  bool has_detail = false;  // an arg of `detail` was read
   // Metadata ('M') args.
   StringId meta_name = 0;
   StringId meta_labels = 0;
@@ -386,31 +388,30 @@ EventField EventFieldOf(const od::raw_json_string& key) {
 
 enum class ArgField : uint8_t {
   kOther,
-  // The int64 fields of TraceEvent, read alike (kIntArgFields, in this order).
-  kCorrelation, kExternalId, kSequenceNumber, kStream, kBytes, kInMsgNelems, kWaitOnStream, kWaitOnEventRecord,
+  kCorrelation, kExternalId,
+  // The int64 fields of TraceEventDetail, read alike (kIntArgFields, in this order).
+  kSequenceNumber, kStream, kBytes, kInMsgNelems, kWaitOnStream, kWaitOnEventRecord,
   // The rest, each read its own way.
   kDevice, kInputDims, kInputType, kGrid, kBlock, kDtype, kSyncKind, kName, kLabels, kSortIndex,
 };
 
-// Where each int64 arg goes, and the name its errors give ("bytes" for
-// "Bytes" too), in ArgField's order from kCorrelation.
+// Where each int64 detail arg goes, and the name its errors give ("bytes"
+// for "Bytes" too), in ArgField's order from kSequenceNumber.
 struct IntArgField {
-  int64_t TraceEvent::*member;
+  int64_t TraceEventDetail::*member;
   std::string_view name;
 };
 constexpr IntArgField kIntArgFields[] = {
-    {&TraceEvent::correlation, "correlation"},
-    {&TraceEvent::external_id, "External id"},
-    {&TraceEvent::sequence_number, "Sequence number"},
-    {&TraceEvent::stream, "stream"},
-    {&TraceEvent::bytes, "bytes"},
-    {&TraceEvent::in_msg_nelems, "In msg nelems"},
-    {&TraceEvent::wait_on_stream, "wait_on_stream"},
-    {&TraceEvent::wait_on_event_record_correlation, "wait_on_cuda_event_record_corr_id"},
+    {&TraceEventDetail::sequence_number, "Sequence number"},
+    {&TraceEventDetail::stream, "stream"},
+    {&TraceEventDetail::bytes, "bytes"},
+    {&TraceEventDetail::in_msg_nelems, "In msg nelems"},
+    {&TraceEventDetail::wait_on_stream, "wait_on_stream"},
+    {&TraceEventDetail::wait_on_event_record_correlation, "wait_on_cuda_event_record_corr_id"},
 };
 static_assert(std::size(kIntArgFields) ==
-                  static_cast<size_t>(ArgField::kWaitOnEventRecord) - static_cast<size_t>(ArgField::kCorrelation) + 1,
-              "one entry per int64 ArgField");
+                  static_cast<size_t>(ArgField::kWaitOnEventRecord) - static_cast<size_t>(ArgField::kSequenceNumber) + 1,
+              "one entry per int64 detail ArgField");
 
 ArgField ArgFieldOf(const od::raw_json_string& key) {
   switch (key.raw()[0]) {
@@ -818,9 +819,10 @@ class KinetoParser {
   absl::Status ParseEventStream(int64_t depth) {
     // Real traces take 200-450 bytes per event: room for all of them at once
     // (growing would copy the vector); pages never written cost no memory.
-    // Likewise the flows (a flow record takes over 100 bytes).
+    // Likewise the flows (a flow record takes over 100 bytes) and details.
     const auto room = static_cast<size_t>(std::min<uint64_t>(in_.size_hint(), uint64_t{1} << 40) / 128 + 16);
     ReserveHugePages(trace_.events, room);
+    trace_.details.reserve(room);
     trace_.flows.reserve(room);
     size_t window = std::max<size_t>(options_.window_bytes, 64);
     while (true) {
@@ -975,15 +977,19 @@ class KinetoParser {
   // byte, then the rest.
   void LoadDetached(char first_byte, std::string_view rest) {
     std::vector<TraceEvent> events = std::move(trace_.events);  // keeps its capacity
+    std::vector<TraceEventDetail> details = std::move(trace_.details);
     std::vector<TraceFlow> flows = std::move(trace_.flows);
     events.clear();
+    details.clear();
     flows.clear();
     const size_t size = 1 + rest.size();
     const size_t room = size / 128 + 16;  // as ParseEventStream: no growth, no copies
     ReserveHugePages(events, room);
+    details.reserve(room);
     flows.reserve(room);
     trace_ = Trace();
     trace_.events = std::move(events);
+    trace_.details = std::move(details);
     trace_.flows = std::move(flows);
     track_index_.clear();
     last_track_ = -1;
@@ -1058,10 +1064,15 @@ class KinetoParser {
       ev.name = str(ev.name);
       ev.input_dims = str(ev.input_dims);
       ev.input_types = str(ev.input_types);
-      ev.dtype = str(ev.dtype);
-      ev.sync_kind = str(ev.sync_kind);
       ev.track = track(ev.track);
-      trace_.events.push_back(ev);
+      if (ev.detail < 0) {
+        trace_.events.push_back(ev);
+        continue;
+      }
+      TraceEventDetail detail = local.details[static_cast<size_t>(ev.detail)];
+      detail.dtype = str(detail.dtype);
+      detail.sync_kind = str(detail.sync_kind);
+      trace_.AddEvent(ev, &detail);
     }
     for (TraceFlow flow : local.flows) {
       flow.category = str(flow.category);
@@ -1512,14 +1523,21 @@ class KinetoParser {
       return JsonError(err, index, "args");
     }
     TraceEvent& ev = s.ev;
+    TraceEventDetail& detail = s.detail;
     for (auto field_result : args) {
       if (auto err = field_result.error(); err != simdjson::SUCCESS) return JsonError(err, index, "args");
       od::field& field = field_result.value_unsafe();  // by reference: see ParseEvent
       const od::raw_json_string key = field.key();
       od::value& v = field.value();
       switch (const ArgField which = ArgFieldOf(key); which) {
-        case ArgField::kCorrelation:
-        case ArgField::kExternalId:
+        case ArgField::kCorrelation: {
+          DD_ASSIGN_OR_RETURN(ev.correlation, IntArgOr(v, index, "correlation", kUnset));
+          break;
+        }
+        case ArgField::kExternalId: {
+          DD_ASSIGN_OR_RETURN(ev.external_id, IntArgOr(v, index, "External id", kUnset));
+          break;
+        }
         case ArgField::kSequenceNumber:
         case ArgField::kStream:
         case ArgField::kBytes:
@@ -1527,13 +1545,15 @@ class KinetoParser {
         case ArgField::kWaitOnStream:
         case ArgField::kWaitOnEventRecord: {
           const IntArgField& arg =
-              kIntArgFields[static_cast<size_t>(which) - static_cast<size_t>(ArgField::kCorrelation)];
-          DD_ASSIGN_OR_RETURN(ev.*arg.member, IntArgOr(v, index, arg.name, kUnset));
+              kIntArgFields[static_cast<size_t>(which) - static_cast<size_t>(ArgField::kSequenceNumber)];
+          DD_ASSIGN_OR_RETURN(detail.*arg.member, IntArgOr(v, index, arg.name, kUnset));
+          s.has_detail = true;
           break;
         }
         case ArgField::kDevice: {
           DD_ASSIGN_OR_RETURN(const int64_t device, IntArgOr(v, index, "device", -1));
-          ev.device = static_cast<int32_t>(device);
+          detail.device = static_cast<int32_t>(device);
+          s.has_detail = true;
           break;
         }
         case ArgField::kInputDims: {
@@ -1545,20 +1565,24 @@ class KinetoParser {
           break;
         }
         case ArgField::kGrid: {
-          DD_ASSIGN_OR_RETURN(ev.grid_blocks, ReadDimsProduct(v, index, "grid"));
+          DD_ASSIGN_OR_RETURN(detail.grid_blocks, ReadDimsProduct(v, index, "grid"));
+          s.has_detail = true;
           break;
         }
         case ArgField::kBlock: {
           DD_ASSIGN_OR_RETURN(const int64_t threads, ReadDimsProduct(v, index, "block"));
-          ev.block_threads = static_cast<int32_t>(std::min<int64_t>(threads, INT32_MAX));
+          detail.block_threads = static_cast<int32_t>(std::min<int64_t>(threads, INT32_MAX));
+          s.has_detail = true;
           break;
         }
         case ArgField::kDtype: {
-          DD_ASSIGN_OR_RETURN(ev.dtype, ReadArgString(v, index, "dtype"));
+          DD_ASSIGN_OR_RETURN(detail.dtype, ReadArgString(v, index, "dtype"));
+          s.has_detail = true;
           break;
         }
         case ArgField::kSyncKind: {
-          DD_ASSIGN_OR_RETURN(ev.sync_kind, ReadArgString(v, index, "cuda_sync_kind"));
+          DD_ASSIGN_OR_RETURN(detail.sync_kind, ReadArgString(v, index, "cuda_sync_kind"));
+          s.has_detail = true;
           break;
         }
         case ArgField::kName: {  // metadata events
@@ -1819,7 +1843,7 @@ class KinetoParser {
       ev.dur_ns = 0;
     }
     ev.track = TrackFor(s.pid, s.tid);
-    trace_.events.push_back(ev);
+    trace_.AddEvent(ev, s.has_detail ? &s.detail : nullptr);
     // Counted here, while the event is at hand, not in another pass over
     // all of them (a stream of 128 bytes an event).
     TraceTrack& track = trace_.tracks[static_cast<size_t>(ev.track)];

@@ -3,7 +3,7 @@
 //
 // A Trace knows nothing of graphs. Times are int64 nanoseconds as recorded
 // (no rebasing); strings are interned in the trace's own StringTable; events
-// are plain structs in one vector (no per-event heap objects).
+// are plain structs in flat vectors (no per-event heap objects).
 #ifndef DAYDREAM_TRACE_TRACE_H_
 #define DAYDREAM_TRACE_TRACE_H_
 
@@ -48,41 +48,51 @@ bool IsGpuKind(EventKind kind);
 // "No value" for optional integer fields.
 inline constexpr int64_t kUnset = -1;
 
-// One complete ('X') or instant ('i') event. Optional integer args hold
-// kUnset when absent; optional strings hold id 0 (the empty string).
-struct TraceEvent {
-  // The fields every pass over the events reads come first, so that they
-  // share the event's first 64 bytes (fewer cache lines per event).
-  TimeNs ts_ns = 0;
-  TimeNs dur_ns = 0;
-  int64_t correlation = kUnset;
+// What only some events carry: GPU activities' stream, device and bytes,
+// kernels' launch shape, collectives' sizes, synchronizations' targets,
+// autograd's sequence numbers. Kept apart from the TraceEvent (see there).
+// Optional integers hold kUnset when absent, strings id 0.
+struct TraceEventDetail {
   int64_t bytes = kUnset;            // args "bytes" / "Bytes"
   int64_t stream = kUnset;           // args "stream"
-  StringId name = 0;
-  int32_t track = -1;            // index into Trace::tracks
-  int32_t device = -1;           // args "device"
-  EventKind kind = EventKind::kUnspecified;
-  bool instant = false;          // 'i' event: dur_ns is 0 and meaningless
-  StringId input_dims = 0;       // raw JSON of "Input Dims"
-  // The rest.
+  int64_t sequence_number = kUnset;  // args "Sequence number"
   int64_t in_msg_nelems = kUnset;    // collectives
-  int64_t sequence_number = kUnset;
-  int64_t external_id = kUnset;
   int64_t wait_on_stream = kUnset;   // cuda_sync
   int64_t wait_on_event_record_correlation = kUnset;
   int64_t grid_blocks = kUnset;  // kernels: product of "grid" dimensions
-  StringId input_types = 0;      // raw JSON of "Input type"
   StringId dtype = 0;
   StringId sync_kind = 0;        // "cuda_sync_kind"
+  int32_t device = -1;           // args "device"
   int32_t block_threads = -1;    // kernels: product of "block" dimensions
+};
+
+// What an event without a detail reads as: every field absent.
+inline constexpr TraceEventDetail kNoDetail{};
+
+// One complete ('X') or instant ('i') event: the fields every pass over the
+// events reads, in 56 bytes. What only some events carry is in
+// Trace::details (`detail` indexes it; -1 for none): in a training trace
+// about one event in five has any, and the builder streams every event
+// several times, so the events' size is most of its memory traffic (and of
+// the reader's writes).
+struct TraceEvent {
+  TimeNs ts_ns = 0;
+  TimeNs dur_ns = 0;
+  int64_t correlation = kUnset;
+  int64_t external_id = kUnset;
+  StringId name = 0;
+  int32_t track = -1;            // index into Trace::tracks
+  StringId input_dims = 0;       // raw JSON of "Input Dims"
+  StringId input_types = 0;      // raw JSON of "Input type" (beside the dims: most ops with one have both)
+  int32_t detail = -1;           // index into Trace::details, or -1
+  EventKind kind = EventKind::kUnspecified;
+  bool instant = false;          // 'i' event: dur_ns is 0 and meaningless
 
   TimeNs end_ns() const { return ts_ns + dur_ns; }
 };
-// Two cache lines: a 1M-event trace's events are 128 MB, written once by the
-// reader into fresh pages (args nothing reads, such as "Fwd thread id",
-// "Record function id", "Collective name", "Group size" and "Out msg nelems",
-// are not kept).
-static_assert(sizeof(TraceEvent) == 128, "TraceEvent outgrew two cache lines");
+// Args nothing reads, such as "Fwd thread id", "Record function id",
+// "Collective name", "Group size" and "Out msg nelems", are not kept.
+static_assert(sizeof(TraceEvent) == 56, "TraceEvent grew: every pass over a trace's events streams it");
 
 // A flow endpoint ('s', 't' or 'f' event): ac2g / async / async_cpu_to_gpu /
 // fwdbwd arrows.
@@ -153,11 +163,25 @@ struct Trace {
   std::vector<DeviceProperties> devices;
   std::vector<TraceTrack> tracks;
   std::vector<TraceEvent> events;  // in file order
+  std::vector<TraceEventDetail> details;  // by TraceEvent::detail
   std::vector<TraceFlow> flows;
   StringTable strings;
   Warnings warnings;
 
   std::string_view Str(StringId id) const { return strings.Get(id); }
+
+  // `ev`'s detail (kNoDetail when it has none).
+  const TraceEventDetail& Detail(const TraceEvent& ev) const {
+    return ev.detail < 0 ? kNoDetail : details[static_cast<size_t>(ev.detail)];
+  }
+  // Appends `ev`, and `detail` as its detail when not null.
+  void AddEvent(TraceEvent ev, const TraceEventDetail* detail) {
+    if (detail != nullptr) {
+      ev.detail = static_cast<int32_t>(details.size());
+      details.push_back(*detail);
+    }
+    events.push_back(ev);
+  }
 };
 
 }  // namespace daydream

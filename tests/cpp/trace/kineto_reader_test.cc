@@ -162,14 +162,47 @@ TEST_CASE("reader parses the args of CPU ops", "[kineto_reader]") {
   const TraceEvent& ev = OnlyEvent(trace);
   CHECK(ev.kind == EventKind::kCpuOp);
   CHECK(ev.external_id == 1);
-  CHECK(ev.sequence_number == 1080);  // "Record function id" and "Fwd thread id" are skipped
+  CHECK(trace.Detail(ev).sequence_number == 1080);  // "Record function id" and "Fwd thread id" are skipped
   CHECK(trace.Str(ev.input_dims) == "[[2,3],[],[4]]");
   CHECK(ev.correlation == kUnset);
-  CHECK(ev.stream == kUnset);
-  CHECK(ev.device == -1);
+  CHECK(trace.Detail(ev).stream == kUnset);
+  CHECK(trace.Detail(ev).device == -1);
   const TraceTrack& track = trace.tracks[static_cast<size_t>(ev.track)];
   CHECK(track.pid == 3113936);
   CHECK(track.tid == 3113937);
+}
+
+TEST_CASE("reader stores a detail only for events with an arg that goes there", "[kineto_reader]") {
+  const Trace trace = ParseOrDie(KinetoDoc(
+      R"j({"ph":"X","cat":"cpu_op","name":"aten::mm","pid":1,"tid":1,"ts":1,"dur":9,)j"
+      R"j("args":{"External id":3,"Input Dims":[[2,2]],"Input type":["float"],"Ev Idx":0}},)j"
+      R"j({"ph":"X","cat":"cuda_runtime","name":"cudaLaunchKernel","pid":1,"tid":1,"ts":2,"dur":3,)j"
+      R"j("args":{"External id":3,"cbid":211,"correlation":77}},)j"
+      R"j({"ph":"X","cat":"kernel","name":"k","pid":0,"tid":7,"ts":6,"dur":4,)j"
+      R"j("args":{"External id":3,"device":0,"stream":7,"correlation":77,"grid":[2,1,1],"block":[64,1,1]}},)j"
+      R"j({"ph":"X","cat":"cpu_op","name":"aten::mm","pid":1,"tid":1,"ts":20,"dur":9,)j"
+      R"j("args":{"External id":4,"Sequence number":12}})j"));
+  REQUIRE(trace.events.size() == 4);
+  // Names, shapes and ids stay on the event; stream, device, launch shape
+  // and sequence number go to a detail, which events without them lack.
+  CHECK(trace.events[0].detail == -1);
+  CHECK(trace.events[0].external_id == 3);
+  CHECK(trace.Str(trace.events[0].input_types) == "[\"float\"]");
+  CHECK(trace.events[1].detail == -1);
+  CHECK(trace.events[1].correlation == 77);
+  REQUIRE(trace.details.size() == 2);
+  CHECK(trace.events[2].detail == 0);
+  CHECK(trace.Detail(trace.events[2]).stream == 7);
+  CHECK(trace.Detail(trace.events[2]).grid_blocks == 2);
+  CHECK(trace.Detail(trace.events[2]).block_threads == 64);
+  CHECK(trace.events[3].detail == 1);
+  CHECK(trace.Detail(trace.events[3]).sequence_number == 12);
+  CHECK(trace.Detail(trace.events[3]).stream == kUnset);
+  // Without a detail, every field reads as absent.
+  CHECK(trace.Detail(trace.events[0]).stream == kUnset);
+  CHECK(trace.Detail(trace.events[0]).device == -1);
+  CHECK(trace.Detail(trace.events[0]).dtype == 0);
+  CHECK(&trace.Detail(trace.events[1]) == &kNoDetail);
 }
 
 TEST_CASE("reader parses the args of kernels, copies and memsets", "[kineto_reader]") {
@@ -186,16 +219,16 @@ TEST_CASE("reader parses the args of kernels, copies and memsets", "[kineto_read
   CHECK(k.kind == EventKind::kKernel);
   CHECK(k.correlation == 57541);
   CHECK(k.external_id == 12353);
-  CHECK(k.device == 0);
-  CHECK(k.stream == 7);
+  CHECK(trace.Detail(k).device == 0);
+  CHECK(trace.Detail(k).stream == 7);
   CHECK(k.dur_ns == 41407);
   const TraceEvent& c = trace.events[1];
   CHECK(c.kind == EventKind::kMemcpy);
-  CHECK(c.device == 1);
-  CHECK(c.stream == 9);
-  CHECK(c.bytes == 4000);
+  CHECK(trace.Detail(c).device == 1);
+  CHECK(trace.Detail(c).stream == 9);
+  CHECK(trace.Detail(c).bytes == 4000);
   CHECK(c.correlation == 64014);
-  CHECK(trace.events[2].bytes == 6291456);
+  CHECK(trace.Detail(trace.events[2]).bytes == 6291456);
   CHECK(trace.events[2].kind == EventKind::kMemset);
   // GPU tracks are marked as such; a CPU-less trace has only GPU tracks.
   for (const TraceTrack& t : trace.tracks) CHECK(t.gpu);
@@ -213,13 +246,13 @@ TEST_CASE("reader parses the args of NCCL kernels and record_param_comms", "[kin
       R"j("Out msg nelems":2049000,"Group size":8,"dtype":"BFloat16"}})j"));
   REQUIRE(trace.events.size() == 2);
   const TraceEvent& k = trace.events[0];
-  CHECK(k.in_msg_nelems == 6637568);  // "Collective name", "Out msg nelems", "Group size" are skipped
-  CHECK(trace.Str(k.dtype) == "Float");
+  CHECK(trace.Detail(k).in_msg_nelems == 6637568);  // "Collective name", "Out msg nelems", "Group size" are skipped
+  CHECK(trace.Str(trace.Detail(k).dtype) == "Float");
   CHECK(k.ts_ns == 4458677009853422);
   CHECK(k.dur_ns == 2636669);
   const TraceEvent& c = trace.events[1];
-  CHECK(c.in_msg_nelems == 2049000);
-  CHECK(trace.Str(c.dtype) == "BFloat16");
+  CHECK(trace.Detail(c).in_msg_nelems == 2049000);
+  CHECK(trace.Str(trace.Detail(c).dtype) == "BFloat16");
 }
 
 TEST_CASE("reader parses cuda_sync records", "[kineto_reader]") {
@@ -230,10 +263,10 @@ TEST_CASE("reader parses cuda_sync records", "[kineto_reader]") {
       R"j("device":0,"context":1}})j"));
   const TraceEvent& ev = OnlyEvent(trace);
   CHECK(ev.kind == EventKind::kCudaSync);
-  CHECK(trace.Str(ev.sync_kind) == "Stream Wait Event");
-  CHECK(ev.wait_on_stream == 7);
-  CHECK(ev.wait_on_event_record_correlation == 5169);
-  CHECK(ev.stream == 20);
+  CHECK(trace.Str(trace.Detail(ev).sync_kind) == "Stream Wait Event");
+  CHECK(trace.Detail(ev).wait_on_stream == 7);
+  CHECK(trace.Detail(ev).wait_on_event_record_correlation == 5169);
+  CHECK(trace.Detail(ev).stream == 20);
   CHECK(ev.correlation == 5170);
 }
 
@@ -244,7 +277,7 @@ TEST_CASE("reader reads integer args written as strings or integral floats", "[k
   const TraceEvent& ev = OnlyEvent(trace);
   CHECK(ev.correlation == 135071);
   CHECK(ev.external_id == 12);
-  CHECK(ev.sequence_number == kUnset);
+  CHECK(trace.Detail(ev).sequence_number == kUnset);
   CHECK(trace.warnings.empty());
 }
 
@@ -266,7 +299,7 @@ TEST_CASE("reader reads integers of every length exactly, whatever follows them"
       INFO("number: " << sign << number);
       CHECK(ev.correlation == (sign.empty() ? value : -value));
       CHECK(ev.external_id == value);
-      CHECK(ev.stream == 7);
+      CHECK(trace.Detail(ev).stream == 7);
       CHECK(trace.tracks[static_cast<size_t>(ev.track)].pid == (sign.empty() ? value : -value));
       CHECK(trace.tracks[static_cast<size_t>(ev.track)].tid == 12345678901);
       CHECK(ev.ts_ns == std::stoll(ts) * 1000);
@@ -280,8 +313,8 @@ TEST_CASE("reader ignores an arg of the wrong type and counts a warning", "[kine
       R"j("args":{"correlation":1.5,"stream":[7],"dtype":3}})j"));
   const TraceEvent& ev = OnlyEvent(trace);
   CHECK(ev.correlation == kUnset);
-  CHECK(ev.stream == kUnset);
-  CHECK(ev.dtype == 0);
+  CHECK(trace.Detail(ev).stream == kUnset);
+  CHECK(trace.Detail(ev).dtype == 0);
   REQUIRE(trace.warnings.items().size() == 1);
   CHECK(trace.warnings.items()[0].kind == "bad_arg_type");
   CHECK(trace.warnings.items()[0].count == 3);
@@ -494,7 +527,7 @@ TEST_CASE("reader reads instant events, including [memory] with Bytes", "[kineto
   CHECK(mem.instant);
   CHECK(mem.kind == EventKind::kInstant);
   CHECK(trace.Str(mem.name) == "[memory]");
-  CHECK(mem.bytes == 5242880);
+  CHECK(trace.Detail(mem).bytes == 5242880);
   CHECK(mem.dur_ns == 0);
   CHECK(mem.ts_ns == 1669783687464300000);
   CHECK(trace.events[1].instant);
@@ -815,12 +848,13 @@ std::string Dump(const Trace& t) {
         << t.Str(k.thread_name) << " " << k.sort_index << " " << k.gpu << " " << k.num_events << "\n";
   }
   for (const TraceEvent& e : t.events) {
+    const TraceEventDetail& x = t.Detail(e);
     out << "event " << t.Str(e.name) << " " << e.ts_ns << " " << e.dur_ns << " " << e.correlation << " "
-        << e.external_id << " " << e.sequence_number << " " << e.stream << " " << e.bytes << " "
-        << e.in_msg_nelems << " " << e.wait_on_stream << " " << e.wait_on_event_record_correlation << " "
-        << t.Str(e.input_dims) << " " << t.Str(e.input_types) << " " << t.Str(e.dtype) << " "
-        << t.Str(e.sync_kind) << " " << e.track << " " << e.device << " " << e.grid_blocks
-        << " " << e.block_threads << " " << static_cast<int>(e.kind) << " " << e.instant << "\n";
+        << e.external_id << " " << t.Str(e.input_dims) << " " << t.Str(e.input_types) << " " << e.track << " "
+        << static_cast<int>(e.kind) << " " << e.instant << " detail " << e.detail << " " << x.sequence_number << " "
+        << x.stream << " " << x.bytes << " " << x.in_msg_nelems << " " << x.wait_on_stream << " "
+        << x.wait_on_event_record_correlation << " " << t.Str(x.dtype) << " " << t.Str(x.sync_kind) << " " << x.device
+        << " " << x.grid_blocks << " " << x.block_threads << "\n";
   }
   for (const TraceFlow& f : t.flows) {
     out << "flow " << f.id << " " << f.ts_ns << " " << t.Str(f.category) << " " << f.track << " " << f.phase << "\n";
@@ -924,7 +958,8 @@ std::string CleanDoc(int events) {
         body += R"j({"ph":"X","cat":"cpu_op","name":"op )j" + std::to_string(i % 17) + R"j(","pid":1,"tid":)j" + tid +
                 R"j(,"ts":)j" + ts + R"j(,"dur":5,"args":{"External id":)j" + n +
                 R"j(,"Input Dims":[[)j" + n + R"j(,8],[8,2]],"Input type":["float","c10::BFloat16"],"Sequence number":)j" +
-                n + "}}";
+                n + R"j(,"dtype":"type )j" + std::to_string(i % 7) + R"j(","cuda_sync_kind":"kind )j" +
+                std::to_string(i % 11) + "\"}}";
         break;
       case 1:
         body += R"j({"ph":"X","cat":"kernel","name":"kernel )j" + std::to_string(i % 5) +
@@ -1267,8 +1302,8 @@ TEST_CASE("reader refuses malformed JSON in values it does not read", "[kineto_r
                 R"j("args":{"Input Strides":[[1,2],[]],"grid":[1,"x",3],"block":[2.5,1],"correlation":1.5}})j"),
       "t.json");
   REQUIRE(ok.ok());
-  CHECK(OnlyEvent(*ok).grid_blocks == kUnset);
-  CHECK(OnlyEvent(*ok).block_threads == kUnset);
+  CHECK(ok->Detail(OnlyEvent(*ok)).grid_blocks == kUnset);
+  CHECK(ok->Detail(OnlyEvent(*ok)).block_threads == kUnset);
   CHECK(OnlyEvent(*ok).correlation == kUnset);
 }
 

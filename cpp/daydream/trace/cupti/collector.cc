@@ -290,6 +290,7 @@ class CuptiTraceBuilder::Impl {
   // An event before its track and cross-record links are known.
   struct Pending {
     TraceEvent ev;
+    TraceEventDetail detail;  // GPU records' (device, stream, ...): stored for them only
     bool gpu = false;     // track (device, stream) rather than (process, thread)
     int64_t pid = 0;      // CPU events
     int64_t tid = 0;
@@ -353,8 +354,8 @@ class CuptiTraceBuilder::Impl {
 
   void AddGpu(Pending p, uint32_t device, uint32_t context, uint32_t stream, uint32_t correlation) {
     p.gpu = true;
-    p.ev.device = static_cast<int32_t>(device);
-    p.ev.stream = stream;
+    p.detail.device = static_cast<int32_t>(device);
+    p.detail.stream = stream;
     p.ev.correlation = correlation;
     p.context_id = context;
     NoteContext(context, device);
@@ -366,8 +367,8 @@ class CuptiTraceBuilder::Impl {
     if (!SetTimes(r.start, r.end, p.ev, "kernel", r.correlationId)) return;
     p.ev.kind = EventKind::kKernel;
     p.ev.name = trace_.strings.Intern(KernelName(r.name));
-    p.ev.grid_blocks = DimsProduct(r.gridX, r.gridY, r.gridZ);
-    p.ev.block_threads = static_cast<int32_t>(std::min<int64_t>(DimsProduct(r.blockX, r.blockY, r.blockZ), INT32_MAX));
+    p.detail.grid_blocks = DimsProduct(r.gridX, r.gridY, r.gridZ);
+    p.detail.block_threads = static_cast<int32_t>(std::min<int64_t>(DimsProduct(r.blockX, r.blockY, r.blockZ), INT32_MAX));
     AddGpu(std::move(p), r.deviceId, r.contextId, r.streamId, r.correlationId);
   }
 
@@ -376,7 +377,7 @@ class CuptiTraceBuilder::Impl {
     if (!SetTimes(r.start, r.end, p.ev, "memcpy", r.correlationId)) return;
     p.ev.kind = EventKind::kMemcpy;
     p.ev.name = trace_.strings.Intern(MemcpyName(r.copyKind, r.srcKind, r.dstKind));
-    p.ev.bytes = static_cast<int64_t>(r.bytes);
+    p.detail.bytes = static_cast<int64_t>(r.bytes);
     if (r.runtimeCorrelationId != 0) p.runtime_correlation = r.runtimeCorrelationId;
     AddGpu(std::move(p), r.deviceId, r.contextId, r.streamId, r.correlationId);
   }
@@ -386,7 +387,7 @@ class CuptiTraceBuilder::Impl {
     if (!SetTimes(r.start, r.end, p.ev, "peer memcpy", r.correlationId)) return;
     p.ev.kind = EventKind::kMemcpy;
     p.ev.name = trace_.strings.Intern(MemcpyName(r.copyKind, r.srcKind, r.dstKind));
-    p.ev.bytes = static_cast<int64_t>(r.bytes);
+    p.detail.bytes = static_cast<int64_t>(r.bytes);
     AddGpu(std::move(p), r.deviceId, r.contextId, r.streamId, r.correlationId);
   }
 
@@ -395,7 +396,7 @@ class CuptiTraceBuilder::Impl {
     if (!SetTimes(r.start, r.end, p.ev, "memset", r.correlationId)) return;
     p.ev.kind = EventKind::kMemset;
     p.ev.name = trace_.strings.Intern(StrCat("Memset (", MemoryKindName(r.memoryKind), ")"));
-    p.ev.bytes = static_cast<int64_t>(r.bytes);
+    p.detail.bytes = static_cast<int64_t>(r.bytes);
     AddGpu(std::move(p), r.deviceId, r.contextId, r.streamId, r.correlationId);
   }
 
@@ -428,9 +429,9 @@ class CuptiTraceBuilder::Impl {
     const std::string_view kind = SyncKindName(r.type);
     p.ev.kind = EventKind::kCudaSync;
     p.ev.name = trace_.strings.Intern(kind);
-    p.ev.sync_kind = p.ev.name;
+    p.detail.sync_kind = p.ev.name;
     p.ev.correlation = r.correlationId;
-    p.ev.stream = r.streamId;
+    p.detail.stream = r.streamId;
     p.gpu = true;
     p.context_id = r.contextId;
     p.needs_device = true;
@@ -459,10 +460,10 @@ class CuptiTraceBuilder::Impl {
       if (!p.needs_device) continue;
       auto it = context_device_.find(p.context_id);
       if (it != context_device_.end()) {
-        p.ev.device = it->second;
+        p.detail.device = it->second;
       } else {
         // Kineto's fallback; right whenever a single device was used.
-        p.ev.device = devices.size() == 1 ? *devices.begin() : 0;
+        p.detail.device = devices.size() == 1 ? *devices.begin() : 0;
         if (devices.size() > 1) {
           trace_.warnings.Add("cupti_sync_device_unknown",
                               StrCat(Label("synchronization", static_cast<uint32_t>(p.ev.correlation)),
@@ -490,8 +491,8 @@ class CuptiTraceBuilder::Impl {
                                     [](const std::pair<uint32_t, uint32_t>& r, uint32_t c) { return r.first < c; });
       if (after == records.begin()) continue;
       const auto& record = *std::prev(after);
-      p.ev.wait_on_stream = TrackId(record.second);
-      p.ev.wait_on_event_record_correlation = record.first;
+      p.detail.wait_on_stream = TrackId(record.second);
+      p.detail.wait_on_event_record_correlation = record.first;
     }
   }
 
@@ -518,9 +519,10 @@ class CuptiTraceBuilder::Impl {
     const std::string process_name = lookup_.ProcessName();
     const StringId process = process_name.empty() ? 0 : trace_.strings.Intern(process_name);
     trace_.events.reserve(pending_.size());
+    trace_.details.reserve(pending_.size());
     for (Pending& p : pending_) {
-      const int64_t pid = p.gpu ? p.ev.device : p.pid;
-      const int64_t tid = p.gpu ? TrackId(static_cast<uint32_t>(p.ev.stream)) : p.tid;
+      const int64_t pid = p.gpu ? p.detail.device : p.pid;
+      const int64_t tid = p.gpu ? TrackId(static_cast<uint32_t>(p.detail.stream)) : p.tid;
       auto [it, inserted] = index.try_emplace({p.gpu, pid, tid}, 0);
       if (inserted) {
         it->second = static_cast<int32_t>(trace_.tracks.size());
@@ -530,7 +532,7 @@ class CuptiTraceBuilder::Impl {
       TraceTrack& track = trace_.tracks[static_cast<size_t>(it->second)];
       ++track.num_events;
       if (IsGpuKind(p.ev.kind)) track.gpu = true;
-      trace_.events.push_back(p.ev);
+      trace_.AddEvent(p.ev, p.gpu ? &p.detail : nullptr);
     }
     pending_.clear();
   }

@@ -255,11 +255,11 @@ TEST_CASE("cupti kernel record becomes a kernel event on its (device, stream) tr
   CHECK(ev.ts_ns == static_cast<TimeNs>(kT0 + 1000));
   CHECK(ev.dur_ns == 20'000);
   CHECK(ev.correlation == 42);
-  CHECK(ev.device == 2);
-  CHECK(ev.stream == 13);
+  CHECK(trace.Detail(ev).device == 2);
+  CHECK(trace.Detail(ev).stream == 13);
   CHECK(ev.external_id == kUnset);
-  CHECK(ev.grid_blocks == 1);
-  CHECK(ev.block_threads == 128);
+  CHECK(trace.Detail(ev).grid_blocks == 1);
+  CHECK(trace.Detail(ev).block_threads == 128);
   const TraceTrack& track = TrackOf(trace, ev);
   CHECK(track.pid == 2);
   CHECK(track.tid == 13);
@@ -282,13 +282,13 @@ TEST_CASE("cupti kernel grid and block sizes are the products of their dimension
   kernel.blockY = 8;
   kernel.blockZ = 1;
   const Trace trace = Decoder().Add(kernel).Finish();
-  CHECK(OnlyEvent(trace).grid_blocks == 3072);
-  CHECK(OnlyEvent(trace).block_threads == 256);
+  CHECK(trace.Detail(OnlyEvent(trace)).grid_blocks == 3072);
+  CHECK(trace.Detail(OnlyEvent(trace)).block_threads == 256);
   kernel.gridZ = 0;  // not a launch configuration: unknown, as the reader makes it
   kernel.blockY = -1;
   const Trace odd = Decoder().Add(kernel).Finish();
-  CHECK(OnlyEvent(odd).grid_blocks == kUnset);
-  CHECK(OnlyEvent(odd).block_threads == -1);
+  CHECK(odd.Detail(OnlyEvent(odd)).grid_blocks == kUnset);
+  CHECK(odd.Detail(OnlyEvent(odd)).block_threads == -1);
 }
 
 TEST_CASE("cupti kernel names that are not mangled are kept as they are", "[cupti]") {
@@ -325,11 +325,11 @@ TEST_CASE("cupti memcpy records are named from copy and memory kinds as Kineto n
     const TraceEvent& ev = OnlyEvent(trace);
     CHECK(ev.kind == EventKind::kMemcpy);
     CHECK(trace.Str(ev.name) == c.name);
-    CHECK(ev.bytes == 4096);
+    CHECK(trace.Detail(ev).bytes == 4096);
     CHECK(ev.dur_ns == 500);
     CHECK(ev.correlation == 9);
-    CHECK(ev.stream == 20);
-    CHECK(ev.device == 0);
+    CHECK(trace.Detail(ev).stream == 20);
+    CHECK(trace.Detail(ev).device == 0);
     CHECK(TrackOf(trace, ev).tid == 20);
     CHECK(TrackOf(trace, ev).gpu);
   }
@@ -353,8 +353,8 @@ TEST_CASE("cupti peer-to-peer copy records become memcpy events", "[cupti]") {
   const TraceEvent& ev = OnlyEvent(trace);
   CHECK(ev.kind == EventKind::kMemcpy);
   CHECK(trace.Str(ev.name) == "Memcpy PtoP (Device -> Device)");
-  CHECK(ev.bytes == (1 << 20));
-  CHECK(ev.device == 1);
+  CHECK(trace.Detail(ev).bytes == (1 << 20));
+  CHECK(trace.Detail(ev).device == 1);
   CHECK(TrackOf(trace, ev).pid == 1);
   CHECK(TrackOf(trace, ev).tid == 30);
 }
@@ -367,7 +367,7 @@ TEST_CASE("cupti memset records become memset events named by memory kind", "[cu
   REQUIRE(trace.events.size() == 2);
   CHECK(trace.events[0].kind == EventKind::kMemset);
   CHECK(trace.Str(trace.events[0].name) == "Memset (Device)");
-  CHECK(trace.events[0].bytes == 6291456);
+  CHECK(trace.Detail(trace.events[0]).bytes == 6291456);
   CHECK(trace.events[0].dur_ns == 4960);
   CHECK(trace.events[0].correlation == 5);
   CHECK(trace.Str(trace.events[1].name) == "Memset (Managed)");
@@ -385,8 +385,8 @@ TEST_CASE("cupti runtime API record becomes a runtime event on its (process, thr
   CHECK(ev.ts_ns == static_cast<TimeNs>(kT0 + 500));
   CHECK(ev.dur_ns == 4000);
   CHECK(ev.correlation == 42);
-  CHECK(ev.device == -1);
-  CHECK(ev.stream == kUnset);
+  CHECK(trace.Detail(ev).device == -1);
+  CHECK(trace.Detail(ev).stream == kUnset);
   const TraceTrack& track = TrackOf(trace, ev);
   CHECK(track.pid == kPid);
   CHECK(track.tid == kTid);
@@ -443,26 +443,26 @@ TEST_CASE("cupti synchronization records become cuda_sync events of each sync ki
   const TraceEvent& stream_sync = trace.events[1];
   CHECK(stream_sync.kind == EventKind::kCudaSync);
   CHECK(trace.Str(stream_sync.name) == "Stream Sync");
-  CHECK(trace.Str(stream_sync.sync_kind) == "Stream Sync");
+  CHECK(trace.Str(trace.Detail(stream_sync).sync_kind) == "Stream Sync");
   CHECK(stream_sync.correlation == 11);
-  CHECK(stream_sync.stream == 7);
-  CHECK(stream_sync.device == 3);
+  CHECK(trace.Detail(stream_sync).stream == 7);
+  CHECK(trace.Detail(stream_sync).device == 3);
   CHECK(stream_sync.dur_ns == 1000);
   CHECK(TrackOf(trace, stream_sync).pid == 3);
   CHECK(TrackOf(trace, stream_sync).tid == 7);
   CHECK(stream_sync.track == trace.events[0].track);  // the kernel's stream
 
   const TraceEvent& context_sync = trace.events[2];
-  CHECK(trace.Str(context_sync.sync_kind) == "Context Sync");
-  CHECK(context_sync.stream == 4294967295);  // as Kineto writes "stream"
+  CHECK(trace.Str(trace.Detail(context_sync).sync_kind) == "Context Sync");
+  CHECK(trace.Detail(context_sync).stream == 4294967295);  // as Kineto writes "stream"
   CHECK(TrackOf(trace, context_sync).tid == -1);
   CHECK(trace.Str(TrackOf(trace, context_sync).thread_name) == "Device 3");
   CHECK(TrackOf(trace, context_sync).gpu);
 
-  CHECK(trace.Str(trace.events[3].sync_kind) == "Event Sync");
-  CHECK(trace.Str(trace.events[4].sync_kind) == "Stream Wait Event");
-  CHECK(trace.events[4].stream == 20);
-  CHECK(trace.Str(trace.events[5].sync_kind) == "Unknown Sync");
+  CHECK(trace.Str(trace.Detail(trace.events[3]).sync_kind) == "Event Sync");
+  CHECK(trace.Str(trace.Detail(trace.events[4]).sync_kind) == "Stream Wait Event");
+  CHECK(trace.Detail(trace.events[4]).stream == 20);
+  CHECK(trace.Str(trace.Detail(trace.events[5]).sync_kind) == "Unknown Sync");
   CHECK(trace.warnings.empty());
 }
 
@@ -479,16 +479,16 @@ TEST_CASE("cupti event syncs name the stream and record call of the event they w
                           .Finish();
   REQUIRE(trace.events.size() == 3);
   const TraceEvent& before_any_record = trace.events[0];
-  CHECK(before_any_record.wait_on_stream == kUnset);
-  CHECK(before_any_record.wait_on_event_record_correlation == kUnset);
+  CHECK(trace.Detail(before_any_record).wait_on_stream == kUnset);
+  CHECK(trace.Detail(before_any_record).wait_on_event_record_correlation == kUnset);
   const TraceEvent& wait = trace.events[1];
-  CHECK(trace.Str(wait.sync_kind) == "Stream Wait Event");
-  CHECK(wait.wait_on_stream == 7);
-  CHECK(wait.wait_on_event_record_correlation == 10);
+  CHECK(trace.Str(trace.Detail(wait).sync_kind) == "Stream Wait Event");
+  CHECK(trace.Detail(wait).wait_on_stream == 7);
+  CHECK(trace.Detail(wait).wait_on_event_record_correlation == 10);
   const TraceEvent& event_sync = trace.events[2];
-  CHECK(trace.Str(event_sync.sync_kind) == "Event Sync");
-  CHECK(event_sync.wait_on_stream == 9);
-  CHECK(event_sync.wait_on_event_record_correlation == 20);
+  CHECK(trace.Str(trace.Detail(event_sync).sync_kind) == "Event Sync");
+  CHECK(trace.Detail(event_sync).wait_on_stream == 9);
+  CHECK(trace.Detail(event_sync).wait_on_event_record_correlation == 20);
   // CUDA event records are links, not events.
   for (const TraceEvent& ev : trace.events) CHECK(ev.kind == EventKind::kCudaSync);
 }
@@ -503,7 +503,7 @@ TEST_CASE("cupti sync records take their device from context records", "[cupti]"
                           .Add(context)
                           .Finish();
   const TraceEvent& ev = OnlyEvent(trace);
-  CHECK(ev.device == 6);
+  CHECK(trace.Detail(ev).device == 6);
   CHECK(TrackOf(trace, ev).pid == 6);
   CHECK(trace.Str(TrackOf(trace, ev).process_label) == "GPU 6");
 }
@@ -515,7 +515,7 @@ TEST_CASE("cupti sync on a context of unknown device among several is placed on 
                           .Add(Kernel("b", 0, 10, 2, 7, 1, 2))
                           .Add(Sync(CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_SYNCHRONIZE, 20, 30, 3, 7, kNoStream, 8))
                           .Finish();
-  CHECK(EventNamed(trace, "Stream Sync").device == 0);
+  CHECK(trace.Detail(EventNamed(trace, "Stream Sync")).device == 0);
   const WarningCount* w = FindWarning(trace, "cupti_sync_device_unknown");
   REQUIRE(w != nullptr);
   CHECK(w->count == 1);
@@ -759,15 +759,15 @@ TEST_CASE("cupti records decode into the events the Kineto reader makes of Kinet
     CHECK(d.dur_ns == r.dur_ns);
     CHECK(d.correlation == r.correlation);
     CHECK(d.external_id == r.external_id);
-    CHECK(d.device == r.device);
-    CHECK(d.stream == r.stream);
-    CHECK(d.bytes == r.bytes);
-    CHECK(decoded.Str(d.sync_kind) == read.Str(r.sync_kind));
-    CHECK(d.wait_on_stream == r.wait_on_stream);
-    CHECK(d.wait_on_event_record_correlation == r.wait_on_event_record_correlation);
+    CHECK(decoded.Detail(d).device == read.Detail(r).device);
+    CHECK(decoded.Detail(d).stream == read.Detail(r).stream);
+    CHECK(decoded.Detail(d).bytes == read.Detail(r).bytes);
+    CHECK(decoded.Str(decoded.Detail(d).sync_kind) == read.Str(read.Detail(r).sync_kind));
+    CHECK(decoded.Detail(d).wait_on_stream == read.Detail(r).wait_on_stream);
+    CHECK(decoded.Detail(d).wait_on_event_record_correlation == read.Detail(r).wait_on_event_record_correlation);
     CHECK(d.instant == r.instant);
-    CHECK(d.grid_blocks == r.grid_blocks);
-    CHECK(d.block_threads == r.block_threads);
+    CHECK(decoded.Detail(d).grid_blocks == read.Detail(r).grid_blocks);
+    CHECK(decoded.Detail(d).block_threads == read.Detail(r).block_threads);
     const TraceTrack& dt = TrackOf(decoded, d);
     const TraceTrack& rt = TrackOf(read, r);
     CHECK(dt.pid == rt.pid);
@@ -944,7 +944,7 @@ TEST_CASE("cupti collector records what CUPTI delivers and hands it over as a tr
   CHECK(trace->Str(trace->events[1].name) == "void addOne<float>(float*, int)");
   CHECK(trace->events[1].external_id == 99);
   CHECK(trace->Str(trace->events[2].name) == "cudaStreamSynchronize");
-  CHECK(trace->Str(trace->events[3].sync_kind) == "Stream Sync");
+  CHECK(trace->Str(trace->Detail(trace->events[3]).sync_kind) == "Stream Sync");
   CHECK(trace->warnings.empty());
   REQUIRE(trace->devices.size() == 1);
   CHECK(trace->devices[0].id == 0);
