@@ -289,12 +289,12 @@ class Builder {
 
  private:
   const TraceEvent& Ev(int32_t i) const { return trace_.events[static_cast<size_t>(i)]; }
-  // Asks for the cache lines of event `i`'s leading fields (see TraceEvent)
+  // Asks for the cache lines of event `i` (one or two: see TraceEvent)
   // ahead of a loop that reaches events out of file order.
   void PrefetchEvent(int32_t i) const {
     const char* p = reinterpret_cast<const char*>(&trace_.events[static_cast<size_t>(i)]);
     __builtin_prefetch(p);
-    __builtin_prefetch(p + 63);
+    __builtin_prefetch(p + sizeof(TraceEvent) - 1);
   }
   static constexpr size_t kPrefetchAhead = 16;
   Task& T(int32_t id) { return graph_.tasks[static_cast<size_t>(id)]; }
