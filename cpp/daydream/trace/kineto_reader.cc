@@ -46,6 +46,48 @@ struct IdValue {
   StringId text = 0;
 };
 
+// memcmp(a, b, n) == 0; from 4 to 16 bytes with two overlapping loads
+// per side instead of a call (most names and categories are that short).
+bool SameBytes(const char* a, const char* b, size_t n) {
+  if (n >= 8 && n <= 16) {
+    uint64_t a0, a1, b0, b1;
+    std::memcpy(&a0, a, 8);
+    std::memcpy(&b0, b, 8);
+    std::memcpy(&a1, a + n - 8, 8);
+    std::memcpy(&b1, b + n - 8, 8);
+    return ((a0 ^ b0) | (a1 ^ b1)) == 0;
+  }
+  if (n >= 4 && n < 8) {
+    uint32_t a0, a1, b0, b1;
+    std::memcpy(&a0, a, 4);
+    std::memcpy(&b0, b, 4);
+    std::memcpy(&a1, a + n - 4, 4);
+    std::memcpy(&b1, b + n - 4, 4);
+    return ((a0 ^ b0) | (a1 ^ b1)) == 0;
+  }
+  return std::memcmp(a, b, n) == 0;
+}
+
+// The last integer token read for a field, and its value.
+class NumberCache {
+ public:
+  bool Find(std::string_view token, int64_t* value) const {
+    if (token.size() != size_ || size_ == 0 || !SameBytes(token.data(), bytes_, size_)) return false;
+    *value = value_;
+    return true;
+  }
+  void Keep(std::string_view token, int64_t value) {
+    size_ = token.size() <= sizeof(bytes_) ? token.size() : 0;
+    std::memcpy(bytes_, token.data(), size_);
+    value_ = value;
+  }
+
+ private:
+  char bytes_[16] = {};
+  size_t size_ = 0;
+  int64_t value_ = 0;
+};
+
 // Everything one event may carry, collected before the event is committed
 // (JSON objects may list their fields in any order).
 struct EventScratch {
@@ -1386,15 +1428,22 @@ class KinetoParser {
 
   // Into `*id` (fields written in place: a returned IdValue read back whole
   // stalled store forwarding, two thirds of this function's time).
-  absl::Status ReadId(od::value& v, int64_t index, std::string_view field, IdValue* id) {
+  // `cache`, when given, holds the last numeric token read for this field:
+  // a thread's pid and tid repeat event after event, and comparing their
+  // text costs less than parsing it again.
+  absl::Status ReadId(od::value& v, int64_t index, std::string_view field, IdValue* id,
+                      NumberCache* cache = nullptr) {
     od::json_type t;
     if (auto err = v.type().get(t); err != simdjson::SUCCESS) return JsonError(err, index, field);
     *id = IdValue();
     id->present = true;
     if (t == od::json_type::number) {
-      if (!ParseIntToken<true>(v.raw_json_token(), &id->num)) {
+      const std::string_view token = v.raw_json_token();
+      if (cache != nullptr && cache->Find(token, &id->num)) return absl::OkStatus();
+      if (!ParseIntToken<true>(token, &id->num)) {
         return EventError(index, StrCat(Quote(field), " must be an integer or a string"));
       }
+      if (cache != nullptr) cache->Keep(token, id->num);
       return absl::OkStatus();
     }
     if (t == od::json_type::string) {
@@ -1726,11 +1775,11 @@ class KinetoParser {
           break;
         }
         case EventField::kPid: {
-          DD_RETURN_IF_ERROR(ReadId(v, index, "pid", &s.pid));
+          DD_RETURN_IF_ERROR(ReadId(v, index, "pid", &s.pid, &pid_cache_));
           break;
         }
         case EventField::kTid: {
-          DD_RETURN_IF_ERROR(ReadId(v, index, "tid", &s.tid));
+          DD_RETURN_IF_ERROR(ReadId(v, index, "tid", &s.tid, &tid_cache_));
           break;
         }
         case EventField::kId: {
@@ -1912,27 +1961,6 @@ class KinetoParser {
     if (slot.size != s.size() || slot.data == nullptr) return nullptr;
     return SameBytes(slot.data, s.data(), s.size()) ? &slot.id : nullptr;
   }
-  // memcmp(a, b, n) == 0; from 4 to 16 bytes with two overlapping loads
-  // per side instead of a call (most names and categories are that short).
-  static bool SameBytes(const char* a, const char* b, size_t n) {
-    if (n >= 8 && n <= 16) {
-      uint64_t a0, a1, b0, b1;
-      std::memcpy(&a0, a, 8);
-      std::memcpy(&b0, b, 8);
-      std::memcpy(&a1, a + n - 8, 8);
-      std::memcpy(&b1, b + n - 8, 8);
-      return ((a0 ^ b0) | (a1 ^ b1)) == 0;
-    }
-    if (n >= 4 && n < 8) {
-      uint32_t a0, a1, b0, b1;
-      std::memcpy(&a0, a, 4);
-      std::memcpy(&b0, b, 4);
-      std::memcpy(&a1, a + n - 4, 4);
-      std::memcpy(&b1, b + n - 4, 4);
-      return ((a0 ^ b0) | (a1 ^ b1)) == 0;
-    }
-    return std::memcmp(a, b, n) == 0;
-  }
   static size_t InternSlotOf(std::string_view s) {
     const size_t n = s.size();
     uint64_t a = 0;
@@ -1970,6 +1998,8 @@ class KinetoParser {
   static constexpr size_t kMaxRememberedText = 4096;
   static constexpr size_t kMaxRememberedBytes = size_t{16} << 20;  // then checked each time met
   std::vector<InternSlot> intern_cache_ = std::vector<InternSlot>(size_t{1} << kInternCacheBits);
+  NumberCache pid_cache_;  // ReadId: the last numeric pid and tid
+  NumberCache tid_cache_;
   bool doc_started_ = false;
   // The input window (see Fill).
   std::string buf_;

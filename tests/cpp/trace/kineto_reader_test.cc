@@ -154,6 +154,33 @@ TEST_CASE("EventKindName and IsGpuKind describe the kinds", "[kineto_reader]") {
 
 // --- args ----------------------------------------------------------------------
 
+TEST_CASE("reader reads each event's own pid and tid when the text repeats or nearly does", "[kineto_reader]") {
+  // The reader keeps the last pid and tid token with its value; a token
+  // that differs in any byte, in its length or only in the space after it
+  // must still be read for itself.
+  const std::vector<std::string> tids = {"7",    "7",    "8",          "17",       "71",        "7 ",   "7",
+                                         "1234", "1235", "1234 ",      "-5",       "5",         "1.0e1",
+                                         "1234567890123456", "1234567890123457", "12345678901234567",
+                                         "12345678901234568", "12345678901234567"};
+  const std::vector<int64_t> want = {7,    7,    8,    17,   71,   7,    7,    1234, 1235, 1234, -5, 5, 10,
+                                     1234567890123456, 1234567890123457, 12345678901234567, 12345678901234568,
+                                     12345678901234567};
+  std::string events;
+  for (size_t i = 0; i < tids.size(); ++i) {
+    if (i > 0) events += ",";
+    events += R"({"ph":"X","cat":"cpu_op","name":"op","pid":)" + tids[(i + 3) % tids.size()] + R"(,"tid":)" +
+              tids[i] + R"(,"ts":)" + std::to_string(10 * i) + R"(,"dur":1})";
+  }
+  const Trace trace = ParseOrDie(KinetoDoc(events));
+  REQUIRE(trace.events.size() == tids.size());
+  for (size_t i = 0; i < tids.size(); ++i) {
+    INFO("event " << i << ": tid " << tids[i]);
+    const TraceTrack& track = trace.tracks[static_cast<size_t>(trace.events[i].track)];
+    CHECK(track.tid == want[i]);
+    CHECK(track.pid == want[(i + 3) % want.size()]);
+  }
+}
+
 TEST_CASE("reader parses the args of CPU ops", "[kineto_reader]") {
   const Trace trace = ParseOrDie(KinetoDoc(
       R"j({"ph":"X","cat":"cpu_op","name":"aten::zeros","pid":3113936,"tid":3113937,"ts":1661203462598738,"dur":19,)j"
