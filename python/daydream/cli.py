@@ -18,7 +18,7 @@ import os
 import sys
 from typing import Any, Dict, List, NoReturn, Optional, Sequence
 
-from . import __version__, _core, api
+from . import __version__, api
 from ._core import DaydreamError
 
 EXIT_BAD_INPUT = 2
@@ -254,8 +254,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    # One trace read, then the process ends: what a stage frees serves the next.
-    _core.keep_freed_memory()
     parser = build_parser()
     args = parser.parse_args(argv)
     logged = api.log_trace_warnings

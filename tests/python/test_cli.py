@@ -90,19 +90,3 @@ def test_replay_logs_trace_warnings_only_with_verbose_and_starts_without_logging
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     # ... and the library logs them again once main() returns.
     assert r.returncode == 0 and r.stdout.strip() == "False True", r.stderr
-
-
-def test_the_cli_keeps_freed_memory_for_its_next_stage(monkeypatch: pytest.MonkeyPatch) -> None:
-    # A stage's freed blocks serve the next one rather than going back to
-    # the kernel (docs/performance.md): the command sets that up first.
-    import platform
-
-    from daydream import _core, cli
-
-    calls: List[int] = []
-    monkeypatch.setattr(_core, "keep_freed_memory", lambda: calls.append(1) or True)
-    assert cli.main(["passes"]) == 0
-    assert calls == [1]
-    monkeypatch.undo()
-    if platform.system() == "Linux" and platform.libc_ver()[0] == "glibc":
-        assert _core.keep_freed_memory() is True
