@@ -1557,12 +1557,19 @@ class Builder {
     if (graph_.iterations.empty()) return;
     std::vector<TimeNs> bounds;
     for (const Iteration& it : graph_.iterations) bounds.push_back(it.recorded_begin_ns);
+    // Tasks come in start order and launches lag little: the last task's
+    // iteration is tried before a search.
+    size_t last = 0;
     for (size_t id = 0; id < graph_.tasks.size(); ++id) {
       const int32_t l = launcher_[id];
       const TimeNs t = l != kNone ? Start(l) : graph_.tasks[id].recorded_start_ns;
-      auto it = std::upper_bound(bounds.begin(), bounds.end(), t);
-      if (it == bounds.begin()) continue;
-      const auto i = static_cast<size_t>(std::prev(it) - bounds.begin());
+      size_t i = last;
+      if (!(bounds[i] <= t && (i + 1 == bounds.size() || t < bounds[i + 1]))) {
+        auto it = std::upper_bound(bounds.begin(), bounds.end(), t);
+        if (it == bounds.begin()) continue;
+        i = static_cast<size_t>(std::prev(it) - bounds.begin());
+        last = i;
+      }
       const Iteration& window = graph_.iterations[i];
       if (t >= window.recorded_begin_ns + window.measured_ns) continue;  // between windows
       graph_.tasks[id].iteration = static_cast<int32_t>(i);
