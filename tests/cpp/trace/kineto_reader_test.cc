@@ -232,6 +232,38 @@ TEST_CASE("reader stores a detail only for events with an arg that goes there", 
   CHECK(&trace.Detail(trace.events[1]) == &kNoDetail);
 }
 
+TEST_CASE("reader multiplies a kernel's grid and block the same way whatever their text", "[kineto_reader]") {
+  // Plain arrays of small integers are read from their text, anything else
+  // item by item: both give these.
+  const std::vector<std::pair<std::string, int64_t>> cases = {
+      {"[512, 1, 1]", 512},
+      {"[ 2 ,3\n,\t4 ]", 24},
+      {"[]", 1},
+      {"[ ]", 1},
+      {"[01, 2]", 2},
+      {"[2147483648, 2]", 4294967296},  // 2^31 is the largest dimension
+      {"[2147483649, 1]", kUnset},
+      {"[0, 5]", kUnset},
+      {"[1048576, 1048576]", 1099511627776},  // 2^40, the largest product
+      {"[1048576, 1048576, 2]", kUnset},
+      {"[12345678901]", kUnset},  // 11 digits: item by item
+      {"[-1, 2]", kUnset},
+      {"[1.5, 2]", kUnset},
+      {"[1e2]", kUnset},
+      {"[\"4\", 2]", kUnset},
+      {"[[2], 2]", kUnset},
+  };
+  for (const auto& [text, want] : cases) {
+    INFO(text);
+    const Trace trace = ParseOrDie(KinetoDoc(R"j({"ph":"X","cat":"kernel","name":"k","pid":0,"tid":7,"ts":1,"dur":2,)j"
+                                             R"j("args":{"grid":)j" + text + R"j(,"block":)j" + text + "}}"));
+    CHECK(trace.Detail(OnlyEvent(trace)).grid_blocks == want);
+    CHECK(trace.Detail(OnlyEvent(trace)).block_threads == (want > INT32_MAX ? INT32_MAX : want));
+  }
+  CHECK_FALSE(ErrorOf(KinetoDoc(R"j({"ph":"X","cat":"kernel","name":"k","pid":0,"tid":7,"ts":1,"dur":2,)j"
+                                R"j("args":{"grid":[1,]}})j")).empty());
+}
+
 TEST_CASE("reader parses the args of kernels, copies and memsets", "[kineto_reader]") {
   const Trace trace = ParseOrDie(KinetoDoc(
       R"j({"ph":"X","cat":"kernel","name":"void k()","pid":0,"tid":7,"ts":10,"dur":41.407,)j"
