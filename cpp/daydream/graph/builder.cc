@@ -1056,9 +1056,9 @@ class Builder {
     }
     for (int32_t i : sync_events_) {
       const TraceEvent& ev = Ev(i);
-      const TraceEventDetail& d = trace_.Detail(ev);
       if (SyncKind(ev) != "Stream Wait Event") continue;
       have_sync_records = true;
+      const TraceEventDetail& d = trace_.Detail(ev);
       const auto [device, stream] = DeviceStream(ev);
       auto waiting = stream_resource.find({device, stream});
       auto source = stream_resource.find({device, d.wait_on_stream});

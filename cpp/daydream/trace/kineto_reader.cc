@@ -46,25 +46,23 @@ struct IdValue {
   StringId text = 0;
 };
 
+// Whether a[0, n) and b[0, n) agree, n between sizeof(Word) and twice it:
+// a word from each end of each side.
+template <typename Word>
+bool SameEnds(const char* a, const char* b, size_t n) {
+  Word a0, a1, b0, b1;
+  std::memcpy(&a0, a, sizeof(Word));
+  std::memcpy(&b0, b, sizeof(Word));
+  std::memcpy(&a1, a + n - sizeof(Word), sizeof(Word));
+  std::memcpy(&b1, b + n - sizeof(Word), sizeof(Word));
+  return ((a0 ^ b0) | (a1 ^ b1)) == 0;
+}
+
 // memcmp(a, b, n) == 0; from 4 to 16 bytes with two overlapping loads
 // per side instead of a call (most names and categories are that short).
 bool SameBytes(const char* a, const char* b, size_t n) {
-  if (n >= 8 && n <= 16) {
-    uint64_t a0, a1, b0, b1;
-    std::memcpy(&a0, a, 8);
-    std::memcpy(&b0, b, 8);
-    std::memcpy(&a1, a + n - 8, 8);
-    std::memcpy(&b1, b + n - 8, 8);
-    return ((a0 ^ b0) | (a1 ^ b1)) == 0;
-  }
-  if (n >= 4 && n < 8) {
-    uint32_t a0, a1, b0, b1;
-    std::memcpy(&a0, a, 4);
-    std::memcpy(&b0, b, 4);
-    std::memcpy(&a1, a + n - 4, 4);
-    std::memcpy(&b1, b + n - 4, 4);
-    return ((a0 ^ b0) | (a1 ^ b1)) == 0;
-  }
+  if (n >= 8 && n <= 16) return SameEnds<uint64_t>(a, b, n);
+  if (n >= 4 && n < 8) return SameEnds<uint32_t>(a, b, n);
   return std::memcmp(a, b, n) == 0;
 }
 
@@ -1141,14 +1139,13 @@ class KinetoParser {
       ev.input_dims = str(ev.input_dims);
       ev.input_types = str(ev.input_types);
       ev.track = track(ev.track);
-      if (ev.detail < 0) {
-        trace_.events.push_back(ev);
-        continue;
+      TraceEventDetail detail;
+      if (ev.detail >= 0) {
+        detail = local.details[static_cast<size_t>(ev.detail)];
+        detail.dtype = str(detail.dtype);
+        detail.sync_kind = str(detail.sync_kind);
       }
-      TraceEventDetail detail = local.details[static_cast<size_t>(ev.detail)];
-      detail.dtype = str(detail.dtype);
-      detail.sync_kind = str(detail.sync_kind);
-      trace_.AddEvent(ev, &detail);
+      trace_.AddEvent(ev, ev.detail >= 0 ? &detail : nullptr);
     }
     for (TraceFlow flow : local.flows) {
       flow.category = str(flow.category);
@@ -1938,7 +1935,7 @@ class KinetoParser {
     ev.track = TrackFor(s.pid, s.tid);
     trace_.AddEvent(ev, s.has_detail ? &s.detail : nullptr);
     // Counted here, while the event is at hand, not in another pass over
-    // all of them (a stream of 128 bytes an event).
+    // all of them.
     TraceTrack& track = trace_.tracks[static_cast<size_t>(ev.track)];
     ++track.num_events;
     track.gpu = track.gpu || IsGpuKind(ev.kind);
