@@ -690,11 +690,20 @@ class Builder {
     ReserveHugePages(start_, pending_.size());
     ReserveHugePages(end_, pending_.size());
     ReserveHugePages(task_trace_name_, pending_.size());
+    ReserveHugePages(task_kind_, pending_.size());
     resource_tasks_.assign(graph_.resources.size(), {});
     {
       std::vector<size_t> per_resource(graph_.resources.size(), 0);
       for (const Pending& p : pending_) ++per_resource[static_cast<size_t>(p.resource)];
       for (size_t r = 0; r < per_resource.size(); ++r) ReserveHugePages(resource_tasks_[r], per_resource[r]);
+    }
+    // A CPU thread's tasks follow each other: each one's gap after the one
+    // before it (or after the origin) is set here, while the task is being
+    // written, not by another pass over the (large) tasks.
+    std::vector<int32_t> last_on_thread(graph_.resources.size(), kNone);
+    std::vector<uint8_t> cpu_thread(graph_.resources.size(), 0);
+    for (size_t r = 0; r < graph_.resources.size(); ++r) {
+      cpu_thread[r] = graph_.resources[r].kind == ResourceKind::kCpuThread;
     }
     for (size_t i = 0; i < pending_.size(); ++i) {
       // Tasks come in start order, events in file order: fetch ahead.
@@ -724,10 +733,16 @@ class Builder {
         default: task.kind = TaskKind::kCpuOp; break;
       }
       task.bytes = TaskBytes(ev);
+      if (const auto r = static_cast<size_t>(p.resource); cpu_thread[r]) {
+        const int32_t prev = last_on_thread[r];
+        task.gap_ns = p.start - (prev == kNone ? origin_ : End(prev));
+        last_on_thread[r] = static_cast<int32_t>(graph_.tasks.size());
+      }
       const int32_t id = graph_.AddTask(task);
       start_.push_back(p.start);
       end_.push_back(p.end);
       task_trace_name_.push_back(ev.name);
+      task_kind_.push_back(task.kind);
       graph_.recorded_end_ns = std::max(graph_.recorded_end_ns, p.end);
       if (!p.self_time) task_of_[static_cast<size_t>(p.event)] = id;
       resource_tasks_[static_cast<size_t>(p.resource)].push_back(id);
@@ -811,14 +826,8 @@ class Builder {
     for (size_t r = 0; r < graph_.resources.size(); ++r) {
       if (graph_.resources[r].kind != ResourceKind::kCpuThread) continue;
       const std::vector<int32_t>& list = resource_tasks_[r];
-      for (size_t i = 0; i < list.size(); ++i) {
-        if (i == 0) {
-          T(list[i]).gap_ns = Start(list[i]) - origin_;
-        } else {
-          T(list[i]).gap_ns = Start(list[i]) - End(list[i - 1]);
-          graph_.AddEdge(list[i - 1], list[i], EdgeKind::kSequential);
-        }
-      }
+      // (Their gaps were set as they were created.)
+      for (size_t i = 1; i < list.size(); ++i) graph_.AddEdge(list[i - 1], list[i], EdgeKind::kSequential);
     }
   }
 
@@ -939,9 +948,9 @@ class Builder {
   // A call that returned only after the copy it submitted had finished waited
   // for it.
   bool WaitedForOwnCopy(int32_t call, int32_t activity) const {
-    const TaskKind kind = graph_.tasks[static_cast<size_t>(activity)].kind;
-    return blocking_[static_cast<size_t>(activity)] && End(activity) <= End(call) &&
-           (kind == TaskKind::kMemcpy || kind == TaskKind::kMemset ||
+    if (!blocking_[static_cast<size_t>(activity)] || End(activity) > End(call)) return false;
+    const TaskKind kind = task_kind_[static_cast<size_t>(activity)];
+    return (kind == TaskKind::kMemcpy || kind == TaskKind::kMemset ||
             Traits(call).sync == SyncCall::kBlockingCopy);
   }
 
@@ -985,7 +994,7 @@ class Builder {
   // A copy made by a blocking call: from pageable memory it is staged before
   // its DMA and copied out after it (see CopyClassTable).
   bool BlockingCopy(int32_t k) const {
-    return blocking_[static_cast<size_t>(k)] && graph_.tasks[static_cast<size_t>(k)].kind == TaskKind::kMemcpy;
+    return blocking_[static_cast<size_t>(k)] && task_kind_[static_cast<size_t>(k)] == TaskKind::kMemcpy;
   }
 
   // Launch latencies (call end -> activity start, and call start -> activity
@@ -1372,13 +1381,18 @@ class Builder {
     for (size_t r = 0; r < graph_.resources.size(); ++r) {
       if (graph_.resources[r].kind != ResourceKind::kCpuThread) continue;
       for (int32_t id : resource_tasks_[r]) {
-        Task& task = T(id);
-        if (task.kind != TaskKind::kSync && task.kind != TaskKind::kRuntime) continue;
+        // The kind from its dense copy: most of a thread's tasks are not
+        // calls, and are not reached at all.
+        const TaskKind kind = task_kind_[static_cast<size_t>(id)];
+        if (kind != TaskKind::kSync && kind != TaskKind::kRuntime) continue;
         SyncWait w;
         w.task = id;
         const TimeNs cs = Start(id), ce = End(id);
         const SyncCall call = Traits(id).sync;
-        auto record = task.correlation != kUnset ? sync_records.find(task.correlation) : sync_records.end();
+        auto record = sync_records.end();
+        if (!sync_records.empty()) {
+          if (const int64_t correlation = T(id).correlation; correlation != kUnset) record = sync_records.find(correlation);
+        }
         int64_t recorded_stream = kUnset;
         bool recorded_all = false;
         if (record != sync_records.end()) {
@@ -1409,7 +1423,8 @@ class Builder {
           const int32_t k = launched[static_cast<size_t>(j)];
           if (WaitedForOwnCopy(id, k)) {
             w.awaited.push_back(k);
-            task.kind = TaskKind::kSync;
+            T(id).kind = TaskKind::kSync;
+            task_kind_[static_cast<size_t>(id)] = TaskKind::kSync;
           }
         }
         // Keep only work that ended before the call returned.
@@ -1552,28 +1567,31 @@ class Builder {
         begin = ev.end_ns();
       }
     }
-    // Each task belongs to the iteration whose window holds its start; GPU
-    // work belongs to the iteration of the call that launched it.
-    if (graph_.iterations.empty()) return;
-    std::vector<TimeNs> bounds;
-    for (const Iteration& it : graph_.iterations) bounds.push_back(it.recorded_begin_ns);
-    // Tasks come in start order and launches lag little: the last task's
-    // iteration is tried before a search.
-    size_t last = 0;
-    for (size_t id = 0; id < graph_.tasks.size(); ++id) {
-      const int32_t l = launcher_[id];
-      const TimeNs t = l != kNone ? Start(l) : graph_.tasks[id].recorded_start_ns;
-      size_t i = last;
-      if (!(bounds[i] <= t && (i + 1 == bounds.size() || t < bounds[i + 1]))) {
-        auto it = std::upper_bound(bounds.begin(), bounds.end(), t);
-        if (it == bounds.begin()) continue;
-        i = static_cast<size_t>(std::prev(it) - bounds.begin());
-        last = i;
-      }
-      const Iteration& window = graph_.iterations[i];
-      if (t >= window.recorded_begin_ns + window.measured_ns) continue;  // between windows
-      graph_.tasks[id].iteration = static_cast<int32_t>(i);
+    // Each task's iteration is set by AssignPhasesAndLayers, in its passes
+    // over the tasks (IterationOf).
+    for (const Iteration& it : graph_.iterations) iteration_begins_.push_back(it.recorded_begin_ns);
+  }
+
+  // The iteration task `id` belongs to (-1 for none): the one whose window
+  // holds its start; GPU work belongs to the iteration of the call that
+  // launched it. A thread's or stream's tasks come in start order and
+  // launches lag little: the iteration of the one before (`*hint`) is
+  // tried before a search.
+  int32_t IterationOf(int32_t id, size_t* hint) const {
+    const std::vector<TimeNs>& bounds = iteration_begins_;
+    if (bounds.empty()) return -1;
+    const int32_t l = launcher_[static_cast<size_t>(id)];
+    const TimeNs t = Start(l != kNone ? l : id);
+    size_t i = *hint;
+    if (!(bounds[i] <= t && (i + 1 == bounds.size() || t < bounds[i + 1]))) {
+      auto it = std::upper_bound(bounds.begin(), bounds.end(), t);
+      if (it == bounds.begin()) return -1;
+      i = static_cast<size_t>(std::prev(it) - bounds.begin());
+      *hint = i;
     }
+    const Iteration& window = graph_.iterations[i];
+    if (t >= window.recorded_begin_ns + window.measured_ns) return -1;  // between windows
+    return static_cast<int32_t>(i);
   }
 
   // --- rule 7: phases and layers -------------------------------------------
@@ -1615,47 +1633,55 @@ class Builder {
       }
       layer_of[static_cast<size_t>(e)] = layer;
     }
-    // CPU tasks: from their event; threads named for autograd do backward work.
+    // CPU tasks: from their event; threads named for autograd do backward
+    // work. Each pass reaches only the tasks it sets, thread by thread and
+    // stream by stream (the tasks are large: a pass over all of them reads
+    // them all from memory).
     std::vector<TimeNs> first_backward(graph_.iterations.size(), std::numeric_limits<TimeNs>::max());
-    for (size_t id = 0; id < graph_.tasks.size(); ++id) {
-      Task& task = graph_.tasks[id];
-      const Resource& r = graph_.resources[static_cast<size_t>(task.resource)];
-      if (r.kind != ResourceKind::kCpuThread) continue;
-      const auto e = static_cast<size_t>(task.trace_event);
-      task.phase = phase_of[e];
-      task.layer = layer_of[e];
-      if (task.phase == Phase::kUnspecified && Contains(graph_.Str(r.name), "autograd")) {
-        task.phase = Phase::kBackward;
-      }
-      if (task.phase == Phase::kBackward && task.iteration >= 0) {
-        TimeNs& fb = first_backward[static_cast<size_t>(task.iteration)];
-        fb = std::min(fb, task.recorded_start_ns);
+    for (size_t r = 0; r < graph_.resources.size(); ++r) {
+      const Resource& resource = graph_.resources[r];
+      if (resource.kind != ResourceKind::kCpuThread) continue;
+      const bool autograd = Contains(graph_.Str(resource.name), "autograd");
+      size_t hint = 0;
+      for (int32_t id : resource_tasks_[r]) {
+        Task& task = T(id);
+        task.iteration = IterationOf(id, &hint);
+        const auto e = static_cast<size_t>(task.trace_event);
+        task.phase = phase_of[e];
+        task.layer = layer_of[e];
+        if (task.phase == Phase::kUnspecified && autograd) task.phase = Phase::kBackward;
+        if (task.phase == Phase::kBackward && task.iteration >= 0) {
+          TimeNs& fb = first_backward[static_cast<size_t>(task.iteration)];
+          fb = std::min(fb, task.recorded_start_ns);
+        }
       }
     }
     // Unnamed work in an iteration before its backward pass is forward work.
-    for (Task& task : graph_.tasks) {
-      if (graph_.resources[static_cast<size_t>(task.resource)].kind != ResourceKind::kCpuThread) continue;
-      if (task.phase != Phase::kUnspecified) continue;
-      if (task.iteration >= 0 &&
-          task.recorded_start_ns < first_backward[static_cast<size_t>(task.iteration)]) {
-        task.phase = Phase::kForward;
-      } else {
-        task.phase = Phase::kOther;
+    for (size_t r = 0; r < graph_.resources.size(); ++r) {
+      if (graph_.resources[r].kind != ResourceKind::kCpuThread) continue;
+      for (int32_t id : resource_tasks_[r]) {
+        Task& task = T(id);
+        if (task.phase == Phase::kUnspecified) {
+          const bool forward = task.iteration >= 0 &&
+                               task.recorded_start_ns < first_backward[static_cast<size_t>(task.iteration)];
+          task.phase = forward ? Phase::kForward : Phase::kOther;
+        }
+        if (task.kind == TaskKind::kCpuOp && task.phase == Phase::kData) task.kind = TaskKind::kDataLoad;
       }
     }
-    for (Task& task : graph_.tasks) {
-      if (task.kind == TaskKind::kCpuOp && task.phase == Phase::kData) task.kind = TaskKind::kDataLoad;
-    }
     // GPU tasks: communication, else the phase and layer of their launcher.
-    for (size_t id = 0; id < graph_.tasks.size(); ++id) {
-      Task& task = graph_.tasks[id];
-      if (graph_.resources[static_cast<size_t>(task.resource)].kind != ResourceKind::kGpuStream) continue;
-      const int32_t l = launcher_[id];
-      task.layer = l == kNone ? kNone : graph_.tasks[static_cast<size_t>(l)].layer;
-      if (task.kind == TaskKind::kCollective) {
-        task.phase = Phase::kComm;
-      } else {
-        task.phase = l == kNone ? Phase::kOther : graph_.tasks[static_cast<size_t>(l)].phase;
+    for (int32_t s : gpu_streams_) {
+      size_t hint = 0;
+      for (int32_t id : resource_tasks_[static_cast<size_t>(s)]) {
+        Task& task = T(id);
+        task.iteration = IterationOf(id, &hint);
+        const int32_t l = launcher_[static_cast<size_t>(id)];
+        task.layer = l == kNone ? kNone : T(l).layer;
+        if (task.kind == TaskKind::kCollective) {
+          task.phase = Phase::kComm;
+        } else {
+          task.phase = l == kNone ? Phase::kOther : T(l).phase;
+        }
       }
     }
   }
@@ -1902,6 +1928,11 @@ class Builder {
   std::vector<int32_t> marked_[kNumMarks];  // per Mark: the CPU ranges of that name, in the same order
   mutable std::vector<NameTraits> name_traits_;  // TraitsOfTrace's, by trace string
   std::vector<StringId> task_trace_name_;        // per task: its name in the trace
+  // Per task: its kind, dense, for the rules that look for kinds (copies,
+  // calls) among many tasks; the tasks' own field alone later tells data
+  // loading from other CPU work.
+  std::vector<TaskKind> task_kind_;
+  std::vector<TimeNs> iteration_begins_;  // per iteration: its recorded start (they increase)
   std::vector<Pending> pending_;
   std::vector<int32_t> resource_track_;    // per resource: trace track (CPU only)
   std::vector<int32_t> gpu_streams_;       // resource ids of GPU streams
