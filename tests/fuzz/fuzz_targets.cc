@@ -89,6 +89,22 @@ void CheckTwoAtATimeAgrees(const std::string& json, const absl::StatusOr<Trace>&
   }
 }
 
+// Events read from the structural index (ReadOptions::walk_index) and by
+// On-Demand alone must agree exactly, as two windows at a time must.
+void CheckIndexWalkAgrees(const std::string& json, const absl::StatusOr<Trace>& walked, const ReadOptions& options) {
+  ReadOptions plain = options;
+  plain.walk_index = false;
+  const absl::StatusOr<Trace> read = ParseTraceJson(json, kFuzzSource, plain);
+  const bool same =
+      walked.ok() == read.ok() && (walked.ok() ? SameTrace(*walked, *read) : walked.status() == read.status());
+  if (!same) {
+    std::fprintf(stderr, "events read from the index differ from On-Demand's (window %zu): %s / %s\n",
+                 options.window_bytes, std::string(walked.status().message()).c_str(),
+                 std::string(read.status().message()).c_str());
+    std::abort();
+  }
+}
+
 // The reader parses events a window at a time; the cuts must never show.
 // Parses `json` again with 64-byte windows and aborts (a crash the fuzzer
 // reports) when that succeeds where the one-window parse failed, or the
@@ -98,6 +114,11 @@ void CheckWindowsAgree(const std::string& json, const absl::StatusOr<Trace>& who
   small.window_bytes = 64;
   const absl::StatusOr<Trace> windowed = ParseTraceJson(json, kFuzzSource, small);
   CheckTwoAtATimeAgrees(json, windowed, small);
+  CheckIndexWalkAgrees(json, windowed, small);
+  ReadOptions medium = options;  // windows of several events
+  medium.window_bytes = 1024;
+  medium.parallel_windows = false;
+  CheckIndexWalkAgrees(json, ParseTraceJson(json, kFuzzSource, medium), medium);
   bool same = whole.ok() == windowed.ok();
   if (same && whole.ok()) {
     same = whole->events.size() == windowed->events.size() && whole->flows.size() == windowed->flows.size() &&

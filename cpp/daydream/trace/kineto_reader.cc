@@ -439,7 +439,7 @@ bool IsSpace(char c) { return c == ' ' || c == '\n' || c == '\r' || c == '\t'; }
 // a chain of comparisons cost the reader about 4% of its instructions.
 enum class EventField : uint8_t { kOther, kPh, kName, kCat, kTs, kDur, kPid, kTid, kId, kArgs };
 
-EventField EventFieldOf(const od::raw_json_string& key) {
+[[gnu::always_inline]] inline EventField EventFieldOf(const od::raw_json_string& key) {
   switch (key.raw()[0]) {
     case 'p':
       return key == "ph" ? EventField::kPh : key == "pid" ? EventField::kPid : EventField::kOther;
@@ -487,7 +487,13 @@ static_assert(std::size(kIntArgFields) ==
                   static_cast<size_t>(ArgField::kWaitOnEventRecord) - static_cast<size_t>(ArgField::kSequenceNumber) + 1,
               "one entry per int64 detail ArgField");
 
-ArgField ArgFieldOf(const od::raw_json_string& key) {
+// Where an int64 detail arg goes; nullptr for any other field.
+const IntArgField* IntDetailArg(ArgField which) {
+  const size_t i = static_cast<size_t>(which) - static_cast<size_t>(ArgField::kSequenceNumber);
+  return which >= ArgField::kSequenceNumber && i < std::size(kIntArgFields) ? &kIntArgFields[i] : nullptr;
+}
+
+[[gnu::always_inline]] inline ArgField ArgFieldOf(const od::raw_json_string& key) {
   switch (key.raw()[0]) {
     case 'c':
       return key == "correlation"      ? ArgField::kCorrelation
@@ -552,6 +558,7 @@ class KinetoParser {
     if (rest >= 0) return TrailingText(begin_);
     if (!saw_events_) return Invalid("no \"traceEvents\" array in the top-level object");
     if (trace_.events.empty()) return Invalid("the trace holds no events");
+    if (options_.stats != nullptr) options_.stats->indexed_events += indexed_events_;
     Finish();
     return std::move(trace_);
   }
@@ -1078,6 +1085,7 @@ class KinetoParser {
     detached_warnings_.clear();
     std::fill(std::begin(phase_interned_), std::end(phase_interned_), false);
     index_ = 0;
+    indexed_events_ = 0;
     const size_t need = 1 + size + 2 + JsonPadding();
     if (buf_.size() < need) buf_.resize(need);
     buf_[1] = first_byte;
@@ -1155,6 +1163,7 @@ class KinetoParser {
     for (size_t c = 0; c < 256; ++c) phase_interned_[c] = phase_interned_[c] || h.phase_interned_[c];
     for (const PendingWarning& w : h.detached_warnings_) AddWarning(w, index_);
     index_ += h.index_;
+    indexed_events_ += h.indexed_events_;
   }
 
   // Parses the events in buf_[begin_, text_end) as the array "[" text "]".
@@ -1174,8 +1183,22 @@ class KinetoParser {
     loc_global_ = buf_origin_;
     doc_start_ = data + begin_ - 1;
     doc_end_ = data + text_end + 1;
-    const size_t size = text_end + 2 - begin_;
+    size_t size = text_end + 2 - begin_;
     NoteWindow(text_end - begin_);
+    const size_t window_start = begin_;
+    if (options_.walk_index && !final) {
+      const size_t from = WalkWindowIndex(data, text_end);
+      if (from == text_end) {
+        begin_ = text_end + 1;
+        return WindowEnd::kConsumed;
+      }
+      if (from != begin_) {  // On-Demand reads on from that event
+        data[from - 1] = '[';
+        begin_ = from;
+        doc_start_ = data + from - 1;
+        size = text_end + 2 - from;
+      }
+    }
     doc_started_ = false;
     if (auto err = parser_.iterate(simdjson::padded_string_view(doc_start_, size, size + JsonPadding()))
                        .get(doc_);
@@ -1185,7 +1208,6 @@ class KinetoParser {
     doc_started_ = true;
     od::array events;
     if (auto err = doc_.get_array().get(events); err != simdjson::SUCCESS) return JsonError(err, -1, "");
-    const size_t window_start = begin_;
     for (auto item : events) {
       const char* start = nullptr;
       if (doc_.current_location().get(start) != simdjson::SUCCESS) start = doc_end_;
@@ -1237,6 +1259,359 @@ class KinetoParser {
     if (c != '{' && c != '[') return true;  // a scalar cannot span a cut
     BracketScanner scan;
     return scan.ScanToClose(buf_.data(), at, limit) != std::string_view::npos;
+  }
+
+  // --- plain events, read from the structural index ------------------------
+  // simdjson's stage 1 indexes a window's structure: where each string,
+  // scalar and bracket, ':' and ',' starts. Nearly every event of a trace is
+  // plain, and is read here straight from that index, which costs less than
+  // On-Demand's iteration of the same tokens. The same functions read each
+  // value from its raw token as the On-Demand path does (RawStringToken,
+  // ParseMicrosToNsPadded, ParseIntToken, DimsProductOfText, Intern,
+  // Commit), so the Trace is the same. At the first event that is anything
+  // else (malformed JSON, a field that would warn or fail, an escaped string
+  // or key, a phase not seen before, more events than allowed) nothing of
+  // that event is kept and On-Demand reads the rest of the window, so errors
+  // and warnings come out as they always do. (Strings interned before such an
+  // event was given up are interned again, in the same order, by On-Demand.)
+
+  // A window's structural index.
+  struct Structure {
+    const char* base;     // the window's '['
+    const uint32_t* idx;  // offsets from base, in order
+    uint32_t n;
+    char Char(uint32_t i) const { return base[idx[i]]; }
+    const char* At(uint32_t i) const { return base + idx[i]; }
+    // The token at i as On-Demand's raw_json_token gives it: up to the next
+    // structural character, the blanks before it included.
+    std::string_view Token(uint32_t i) const { return std::string_view(base + idx[i], idx[i + 1] - idx[i]); }
+  };
+
+  // The events of the window [begin_, text_end) (its '[' and ']' in place)
+  // read from its index, as far as they are plain: returns where On-Demand
+  // is to go on (an event's start; begin_ when none was read), or text_end
+  // when every event was read.
+  size_t WalkWindowIndex(const char* data, size_t text_end) {
+    const size_t doc = begin_ - 1;
+    const size_t len = text_end + 2 - doc;
+    if (structure_ == nullptr || structure_capacity_ < len) {
+      structure_.reset();
+      structure_capacity_ = std::max(len, options_.window_bytes + 4096);
+      if (simdjson::get_active_implementation()->create_dom_parser_implementation(
+              structure_capacity_, simdjson::DEFAULT_MAX_DEPTH, structure_) != simdjson::SUCCESS) {
+        structure_.reset();
+        structure_capacity_ = 0;
+        return begin_;
+      }
+    }
+    if (structure_->stage1(reinterpret_cast<const uint8_t*>(data + doc), len, simdjson::stage1_mode::regular) !=
+        simdjson::SUCCESS) {
+      return begin_;  // On-Demand's stage 1 finds the same error, and words it
+    }
+    const Structure w{data + doc, structure_->structural_indexes.get(), structure_->n_structural_indexes};
+    if (w.n < 2 || w.Char(0) != '[') return begin_;
+    size_t resume = begin_;
+    for (uint32_t i = 1; w.Char(i) == '{' && index_ < options_.max_events;) {
+      uint32_t end = 0;  // the index after the event's '}'
+      EventScratch s;
+      if (!WalkEvent(w, i, &end, s) || end >= w.n) break;
+      // An event is followed by the window's own ']', or by a ',' and the
+      // next event. Where anything else follows (the file's ']' closing the
+      // array, a second ',', an item that is no object), On-Demand reads
+      // the event before it too, and words what is wrong.
+      const bool last = w.Char(end) == ']' && doc + w.idx[end] == text_end;
+      if (!last && (w.Char(end) != ',' || end + 1 >= w.n || w.Char(end + 1) != '{')) break;
+      if (!s.has_ph || !Commit(s, index_).ok()) {
+        pending_warnings_.clear();
+        break;
+      }
+      FlushWarnings();
+      ++index_;
+      ++indexed_events_;
+      if (last) return text_end;
+      i = end + 1;
+      resume = doc + w.idx[i];
+    }
+    return resume;
+  }
+
+  // Reads the event whose '{' is at index i into `s`; `*end` is the index
+  // after its '}'. False where it is not plain (see above).
+  bool WalkEvent(const Structure& w, uint32_t i, uint32_t* end, EventScratch& s) {
+    uint32_t j = i + 1;
+    while (true) {
+      const char* key = nullptr;
+      if (!WalkKey(w, j, &key)) return false;
+      const uint32_t v = j + 2;
+      uint32_t after = v + 1;  // a scalar's
+      switch (EventFieldOf(od::raw_json_string(reinterpret_cast<const uint8_t*>(key)))) {
+        case EventField::kPh: {
+          // One letter (ReadPhase: a new one is interned when first seen).
+          const std::string_view raw = RawStringToken(w.Token(v));
+          if (raw.size() != 1 || raw[0] == '\\') return false;
+          if (bool& seen = phase_interned_[static_cast<unsigned char>(raw[0])]; !seen) {
+            trace_.strings.Intern(raw);
+            seen = true;
+          }
+          s.ph = raw[0];
+          s.has_ph = true;
+          break;
+        }
+        case EventField::kName: {
+          if (s.has_ph && IsFlowPhase(s.ph)) {
+            if (!WalkSkipped(w, v, &after)) return false;
+            break;
+          }
+          if (!WalkString(w, v, &s.ev.name)) return false;
+          s.has_name = true;
+          break;
+        }
+        case EventField::kCat: {
+          if (!WalkString(w, v, &s.category)) return false;
+          break;
+        }
+        case EventField::kTs: {
+          if (!WalkTime(w, v, &s.ev.ts_ns)) return false;
+          s.has_ts = true;
+          break;
+        }
+        case EventField::kDur: {
+          if (!WalkTime(w, v, &s.ev.dur_ns)) return false;
+          s.has_dur = true;
+          break;
+        }
+        case EventField::kPid: {
+          if (!WalkId(w, v, &s.pid, &pid_cache_)) return false;
+          break;
+        }
+        case EventField::kTid: {
+          if (!WalkId(w, v, &s.tid, &tid_cache_)) return false;
+          break;
+        }
+        case EventField::kId: {
+          IdValue id;
+          if (!WalkId(w, v, &id, nullptr)) return false;
+          if (!id.is_text) {
+            s.flow_id = id.num;
+            s.has_id = true;
+          }
+          break;
+        }
+        case EventField::kArgs: {
+          if (w.Char(v) != '{' || !WalkArgs(w, v, s, &after)) return false;
+          break;
+        }
+        case EventField::kOther: {
+          if (!WalkSkipped(w, v, &after)) return false;
+          break;
+        }
+      }
+      if (after >= w.n) return false;
+      if (w.Char(after) == '}') {
+        *end = after + 1;
+        return true;
+      }
+      if (w.Char(after) != ',') return false;
+      j = after + 1;
+    }
+  }
+
+  // The args object whose '{' is at index `open`, as ParseArgs reads it;
+  // `*after` is the index after its '}'.
+  bool WalkArgs(const Structure& w, uint32_t open, EventScratch& s, uint32_t* after) {
+    TraceEvent& ev = s.ev;
+    TraceEventDetail& detail = s.detail;
+    uint32_t j = open + 1;
+    if (j < w.n && w.Char(j) == '}') {
+      *after = j + 1;
+      return true;
+    }
+    while (true) {
+      const char* key = nullptr;
+      if (!WalkKey(w, j, &key)) return false;
+      const uint32_t v = j + 2;
+      uint32_t next = v + 1;  // a scalar's
+      bool ok = true;
+      const ArgField which = ArgFieldOf(od::raw_json_string(reinterpret_cast<const uint8_t*>(key)));
+      switch (which) {
+        case ArgField::kCorrelation:
+          ok = WalkIntArg(w, v, kUnset, &ev.correlation);
+          break;
+        case ArgField::kExternalId:
+          ok = WalkIntArg(w, v, kUnset, &ev.external_id);
+          break;
+        case ArgField::kDevice: {
+          int64_t device = -1;
+          ok = WalkIntArg(w, v, -1, &device);
+          detail.device = static_cast<int32_t>(device);
+          s.has_detail = true;
+          break;
+        }
+        case ArgField::kInputDims:
+          ok = WalkRawArray(w, v, &ev.input_dims, &next);
+          break;
+        case ArgField::kInputType:
+          ok = WalkRawArray(w, v, &ev.input_types, &next);
+          break;
+        case ArgField::kGrid:
+          ok = WalkDims(w, v, &detail.grid_blocks, &next);
+          s.has_detail = true;
+          break;
+        case ArgField::kBlock: {
+          int64_t threads = 0;
+          ok = WalkDims(w, v, &threads, &next);
+          detail.block_threads = static_cast<int32_t>(std::min<int64_t>(threads, INT32_MAX));
+          s.has_detail = true;
+          break;
+        }
+        case ArgField::kDtype:
+          ok = w.Char(v) == '"' && WalkString(w, v, &detail.dtype);  // a non-string warns
+          s.has_detail = true;
+          break;
+        case ArgField::kSyncKind:
+          ok = w.Char(v) == '"' && WalkString(w, v, &detail.sync_kind);
+          s.has_detail = true;
+          break;
+        case ArgField::kName:
+          ok = w.Char(v) == '"' && WalkString(w, v, &s.meta_name);
+          break;
+        case ArgField::kLabels:
+          ok = w.Char(v) == '"' && WalkString(w, v, &s.meta_labels);
+          break;
+        case ArgField::kSortIndex:
+          ok = WalkIntArg(w, v, kUnset, &s.meta_sort_index);
+          break;
+        case ArgField::kOther:
+          ok = WalkSkipped(w, v, &next);
+          break;
+        default: {  // the int64 detail args
+          const IntArgField* arg = IntDetailArg(which);
+          ok = WalkIntArg(w, v, kUnset, &(detail.*arg->member));
+          s.has_detail = true;
+          break;
+        }
+      }
+      if (!ok || next >= w.n) return false;
+      if (w.Char(next) == '}') {
+        *after = next + 1;
+        return true;
+      }
+      if (w.Char(next) != ',') return false;
+      j = next + 1;
+    }
+  }
+
+  // A key at index j, followed by its ':' (the value is at j + 2): `*key`
+  // after its opening quote, as On-Demand's raw_json_string holds it and
+  // checks it (EventFieldOf and ArgFieldOf compare the raw text up to its
+  // closing quote: an escaped key matches no field daydream reads).
+  static bool WalkKey(const Structure& w, uint32_t j, const char** key) {
+    // (The value at j + 2 is followed by another index: the window's ']' is the last.)
+    if (j + 3 >= w.n || w.Char(j) != '"' || w.Char(j + 1) != ':') return false;
+    *key = w.At(j) + 1;
+    return true;
+  }
+
+  // ReadString, for a string without escapes.
+  bool WalkString(const Structure& w, uint32_t v, StringId* out) {
+    const std::string_view raw = RawStringToken(w.Token(v));
+    if (raw.data() == nullptr) return false;
+    if (const StringId* id = FindCached(raw)) {
+      *out = *id;
+      return true;
+    }
+    if (HasEscape(raw) || raw.size() > options_.max_string_bytes) return false;
+    *out = Intern(raw);
+    return true;
+  }
+
+  // ReadTime.
+  static bool WalkTime(const Structure& w, uint32_t v, TimeNs* out) {
+    const std::string_view token = w.Token(v);
+    return (token[0] == '-' || IsDigitChar(token[0])) && ParseMicrosToNsPadded(token, out);
+  }
+
+  // ReadId.
+  bool WalkId(const Structure& w, uint32_t v, IdValue* id, NumberCache* cache) {
+    const std::string_view token = w.Token(v);
+    *id = IdValue();
+    id->present = true;
+    if (token[0] == '-' || IsDigitChar(token[0])) {
+      if (cache != nullptr && cache->Find(token, &id->num)) return true;
+      if (!ParseIntToken<true>(token, &id->num)) return false;
+      if (cache != nullptr) cache->Keep(token, id->num);
+      return true;
+    }
+    StringId text = 0;
+    if (token[0] != '"' || !WalkString(w, v, &text)) return false;
+    SetTextId(text, id);
+    return true;
+  }
+
+  // IntArgOr, for an arg that is an integer (or one in a string without
+  // escapes) or null.
+  static bool WalkIntArg(const Structure& w, uint32_t v, int64_t otherwise, int64_t* out) {
+    const std::string_view token = w.Token(v);
+    if (token[0] == '-' || IsDigitChar(token[0])) return ParseIntToken<true>(token, out);
+    if (token[0] == 'n') {  // null, as On-Demand tells a value's type by its first byte
+      *out = otherwise;
+      return true;
+    }
+    const std::string_view raw = RawStringToken(token);
+    return token[0] == '"' && raw.data() != nullptr && !HasEscape(raw) && ParseIntToken(raw, out);
+  }
+
+  // ReadRawArray.
+  bool WalkRawArray(const Structure& w, uint32_t v, StringId* out, uint32_t* after) {
+    if (w.Char(v) != '[') {  // not an array: passed over, 0
+      *out = 0;
+      return WalkSkipped(w, v, after);
+    }
+    uint32_t close = 0;
+    if (!MatchingClose(w, v, &close) || close + 1 >= w.n) return false;
+    // As On-Demand's raw_json: up to the next structural character.
+    const std::string_view raw(w.At(v), w.idx[close + 1] - w.idx[v]);
+    if (raw.size() > options_.max_string_bytes || !InternJsonText(raw, out)) return false;
+    *after = close + 1;
+    return true;
+  }
+
+  // ReadDimsProduct, for a plain array of small integers.
+  static bool WalkDims(const Structure& w, uint32_t v, int64_t* out, uint32_t* after) {
+    uint32_t close = 0;
+    if (!DimsProductOfText(w.At(v), out) || !MatchingClose(w, v, &close)) return false;
+    *after = close + 1;
+    return true;
+  }
+
+  // A value daydream does not read, checked as CheckSkipped checks it;
+  // `*after` is the index after it.
+  bool WalkSkipped(const Structure& w, uint32_t v, uint32_t* after) {
+    const char c = w.Char(v);
+    if (c != '[' && c != '{') {
+      *after = v + 1;
+      return IsScalarStart(c);  // a string is not followed by ':' (WalkEvent and WalkArgs check what follows)
+    }
+    uint32_t close = 0;
+    if (!MatchingClose(w, v, &close) || close + 1 >= w.n) return false;
+    *after = close + 1;
+    return SkippedTextErrorAt(std::string_view(w.At(v), w.idx[close + 1] - w.idx[v])) == std::string_view::npos;
+  }
+
+  // The index of the bracket that closes the one at `open` (brackets of
+  // either kind counted alike, as On-Demand skips a value).
+  static bool MatchingClose(const Structure& w, uint32_t open, uint32_t* close) {
+    int64_t depth = 0;
+    for (uint32_t k = open; k < w.n; ++k) {
+      const char c = w.Char(k);
+      if (c == '[' || c == '{') {
+        ++depth;
+      } else if ((c == ']' || c == '}') && --depth == 0) {
+        *close = k;
+        return true;
+      }
+    }
+    return false;
   }
 
   std::string LocationSuffix() {
@@ -1436,13 +1811,20 @@ class KinetoParser {
     } else {
       return nullptr;
     }
-    if (checked_texts_.Find(text) >= 0) return nullptr;
+    const size_t bad = SkippedTextErrorAt(text);
+    return bad == std::string_view::npos ? nullptr : text.data() + bad;
+  }
+
+  // Where the text of a skipped array or object stops being JSON, npos when
+  // it is JSON (a text found well-formed is remembered: see SkippedValueError).
+  size_t SkippedTextErrorAt(std::string_view text) {
+    if (checked_texts_.Find(text) >= 0) return std::string_view::npos;
     const size_t bad = JsonValueErrorAt(text);
-    if (bad != std::string_view::npos) return text.data() + bad;
-    if (text.size() <= kMaxRememberedText && checked_texts_.arena_bytes() < kMaxRememberedBytes) {
+    if (bad == std::string_view::npos && text.size() <= kMaxRememberedText &&
+        checked_texts_.arena_bytes() < kMaxRememberedBytes) {
       checked_texts_.Intern(text);
     }
-    return nullptr;
+    return bad;
   }
 
   absl::Status MalformedAt(const char* bad, int64_t index, std::string_view field) const {
@@ -1478,17 +1860,22 @@ class KinetoParser {
       return absl::OkStatus();
     }
     if (t == od::json_type::string) {
-      DD_ASSIGN_OR_RETURN(StringId s, ReadString(v, index, field));
-      int64_t n = 0;
-      if (ParseIntToken(trace_.strings.Get(s), &n) && !trace_.strings.Get(s).empty()) {
-        id->num = n;
-      } else {
-        id->is_text = true;
-        id->text = s;
-      }
+      DD_ASSIGN_OR_RETURN(const StringId s, ReadString(v, index, field));
+      SetTextId(s, id);
       return absl::OkStatus();
     }
     return EventError(index, StrCat(Quote(field), " must be an integer or a string"));
+  }
+
+  // An id written as a string: its number when it is one ("12"), else the text.
+  void SetTextId(StringId s, IdValue* id) const {
+    int64_t n = 0;
+    if (ParseIntToken(trace_.strings.Get(s), &n) && !trace_.strings.Get(s).empty()) {
+      id->num = n;
+    } else {
+      id->is_text = true;
+      id->text = s;
+    }
   }
 
   absl::Status ParseTop(od::object& top) {
@@ -1609,25 +1996,19 @@ class KinetoParser {
       od::field& field = field_result.value_unsafe();  // by reference: see ParseEvent
       const od::raw_json_string key = field.key();
       od::value& v = field.value();
-      switch (const ArgField which = ArgFieldOf(key); which) {
+      const ArgField which = ArgFieldOf(key);
+      if (const IntArgField* arg = IntDetailArg(which)) {
+        DD_ASSIGN_OR_RETURN(detail.*arg->member, IntArgOr(v, index, arg->name, kUnset));
+        s.has_detail = true;
+        continue;
+      }
+      switch (which) {
         case ArgField::kCorrelation: {
           DD_ASSIGN_OR_RETURN(ev.correlation, IntArgOr(v, index, "correlation", kUnset));
           break;
         }
         case ArgField::kExternalId: {
           DD_ASSIGN_OR_RETURN(ev.external_id, IntArgOr(v, index, "External id", kUnset));
-          break;
-        }
-        case ArgField::kSequenceNumber:
-        case ArgField::kStream:
-        case ArgField::kBytes:
-        case ArgField::kInMsgNelems:
-        case ArgField::kWaitOnStream:
-        case ArgField::kWaitOnEventRecord: {
-          const IntArgField& arg =
-              kIntArgFields[static_cast<size_t>(which) - static_cast<size_t>(ArgField::kSequenceNumber)];
-          DD_ASSIGN_OR_RETURN(detail.*arg.member, IntArgOr(v, index, arg.name, kUnset));
-          s.has_detail = true;
           break;
         }
         case ArgField::kDevice: {
@@ -1681,6 +2062,8 @@ class KinetoParser {
           if (NeedsSkipCheck(v)) DD_RETURN_IF_ERROR(CheckSkipped(v, index, key));
           break;
         }
+        default:  // the int64 detail args, read above
+          break;
       }
     }
     return absl::OkStatus();
@@ -1748,15 +2131,21 @@ class KinetoParser {
       DD_RETURN_IF_ERROR(CheckJsonText(raw, index, field));
       return 0;
     }
-    // Checked as JSON the first time the table meets the text.
-    const StringId id = Intern(raw);
-    const auto i = static_cast<size_t>(id);
-    if (i >= json_checked_.size()) json_checked_.resize(i + 1, false);
-    if (!json_checked_[i]) {
-      DD_RETURN_IF_ERROR(CheckJsonText(raw, index, field));
-      json_checked_[i] = true;
-    }
+    StringId id = 0;
+    if (!InternJsonText(raw, &id)) DD_RETURN_IF_ERROR(CheckJsonText(raw, index, field));  // worded
     return id;
+  }
+
+  // Interns the raw text of an args array into `*id`; false when it is not
+  // JSON (checked the first time the table meets the text).
+  bool InternJsonText(std::string_view raw, StringId* id) {
+    *id = Intern(raw);
+    const auto i = static_cast<size_t>(*id);
+    if (i >= json_checked_.size()) json_checked_.resize(i + 1, false);
+    if (json_checked_[i]) return true;
+    if (JsonValueErrorAt(raw) != std::string_view::npos) return false;
+    json_checked_[i] = true;
+    return true;
   }
 
   // Optional string arg: non-strings are counted and ignored.
@@ -2039,6 +2428,9 @@ class KinetoParser {
   static constexpr size_t kMaxRememberedText = 4096;
   static constexpr size_t kMaxRememberedBytes = size_t{16} << 20;  // then checked each time met
   std::vector<InternSlot> intern_cache_ = std::vector<InternSlot>(size_t{1} << kInternCacheBits);
+  // WalkWindowIndex's stage 1 (simdjson's, for the CPU it runs on).
+  std::unique_ptr<simdjson::internal::dom_parser_implementation> structure_;
+  size_t structure_capacity_ = 0;
   NumberCache pid_cache_;  // ReadId: the last numeric pid and tid
   NumberCache tid_cache_;
   bool doc_started_ = false;
@@ -2058,6 +2450,7 @@ class KinetoParser {
   int64_t loc_global_ = 0;
   bool final_closed_ = true;  // false: the input ends before the top-level value closes
   int64_t index_ = 0;         // of the next event
+  int64_t indexed_events_ = 0;  // read by WalkWindowIndex (ReadStats)
   std::vector<PendingWarning> pending_warnings_;
   absl::flat_hash_map<std::tuple<int64_t, int64_t, StringId, StringId>, int32_t> track_index_;
   std::tuple<int64_t, int64_t, StringId, StringId> last_track_key_;  // TrackFor's last answer (-1: none)

@@ -1,6 +1,7 @@
 // Reader for Kineto / Chrome-trace JSON as torch.profiler writes it: plain or
 // gzip, object form ({"traceEvents": [...]}) or a bare array, every category
-// name from 2021 to today. Parsed with simdjson On-Demand.
+// name from 2021 to today. Parsed with simdjson (its structural index, and
+// On-Demand).
 #ifndef DAYDREAM_TRACE_KINETO_READER_H_
 #define DAYDREAM_TRACE_KINETO_READER_H_
 
@@ -18,6 +19,7 @@ namespace daydream {
 struct ReadStats {
   int64_t windows = 0;              // texts of events handed to the JSON parser
   size_t largest_window_bytes = 0;  // the longest of them
+  int64_t indexed_events = 0;       // events of any phase read from the index (ReadOptions::walk_index)
 };
 
 struct ReadOptions {
@@ -35,6 +37,12 @@ struct ReadOptions {
   // Parse two windows at a time, the second on a helper thread (the Trace,
   // errors and warnings are the same either way).
   bool parallel_windows = true;
+  // Read plain events straight from simdjson's index of each window's
+  // structure, handing the rest of a window to simdjson On-Demand at the
+  // first event that is anything else (one with a field that warns or fails,
+  // an escaped string, a phase not seen before); false: On-Demand reads
+  // every event. The Trace, errors and warnings are the same either way.
+  bool walk_index = true;
   // Decompression limit for gzip files.
   uint64_t max_bytes = uint64_t{64} << 30;
   // Where to count what the read did; nullptr: not counted.

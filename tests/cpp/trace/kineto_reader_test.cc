@@ -3,6 +3,7 @@
 #include "daydream/trace/kineto_reader.h"
 
 #include <algorithm>
+#include <iterator>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -1406,5 +1407,132 @@ TEST_CASE("reader windows refuse a string followed by ':', or no value, whatever
         CHECK(absl::IsInvalidArgument(trace.status()));
       }
     }
+  }
+}
+
+namespace {
+
+// The trace a read gives (its Dump), or its error; the events read from the
+// structural index in `*indexed`.
+std::string ReadWalking(const std::string& doc, size_t window, bool parallel, bool walk, int64_t* indexed = nullptr) {
+  ReadStats stats;
+  ReadOptions options;
+  options.window_bytes = window;
+  options.parallel_windows = parallel;
+  options.walk_index = walk;
+  options.stats = &stats;
+  auto trace = ParseTraceText(doc, "t.json", options);
+  if (indexed != nullptr) *indexed = stats.indexed_events;
+  return trace.ok() ? Dump(*trace) : "error: " + std::string(trace.status().message());
+}
+
+// Events read the same whether from the structural index or by On-Demand:
+// every field and arg the reader reads, in the forms real traces write them
+// (blanks around tokens and after arrays, numbers in strings, null, text
+// pids, duplicate keys, UTF-8, values it passes over of every kind).
+const char* const kPlainEvents[] = {
+    R"j({"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 10.5, "dur": 3.25, "args": {"External id": 7, "Sequence number": 3, "Input Dims": [[4, 8], [8, 2]] , "Input type": ["float", "float"], "Ev Idx": 5}})j",
+    R"j({"ph":"X","cat":"kernel","name":"void k<float>(float*)","pid":0,"tid":7,"ts":12.001,"dur":1.5,"args":{"correlation":44,"stream":7,"device":0,"grid":[2, 1, 1],"block":[128,1,1],"registers per thread":32,"est. achieved occupancy %":0.5}})j",
+    R"j({"ph":"X","cat":"cuda_runtime","name":"cudaLaunchKernel","pid":1,"tid":1,"ts":11,"dur":2,"args":{"correlation":"44","External id":null,"device":null,"cbid":211}})j",
+    R"j({"ph":"s","id":44,"pid":1,"tid":1,"ts":11,"cat":"ac2g","name":"ac2g"})j",
+    R"j({"ph":"f","id":44,"pid":0,"tid":7,"ts":12,"cat":"ac2g","name":"ac2g","bp":"e"})j",
+    R"j({"name":"thread_name","ph":"M","pid":1,"tid":1,"args":{"name":"python main"}})j",
+    R"j({"name":"thread_sort_index","ph":"M","pid":1,"tid":1,"args":{"sort_index":3}})j",
+    R"j({"name":"process_labels","ph":"M","pid":0,"args":{"labels":"GPU 0"}})j",
+    R"j({"ph":"i","s":"t","name":"mark","pid":1,"tid":1,"ts":13})j",
+    R"j({"ph":"X","name":"span","pid":"Spans","tid":"PyTorch Profiler","ts":1,"dur":100,"cat":"Trace"})j",
+    R"j({"ph":"X","name":"text ids","pid":"12","tid":"-3","ts":2,"dur":1})j",
+    R"j({"ph":"X","cat":"user_annotation","name":"café ☕","pid":1,"tid":2,"ts":14,"dur":1,"bp":{"a":[1,{"b":[]}],"c":{}},"args":{}})j",
+    R"j({"ph":"X","cat":"gpu_memcpy","name":"Memcpy HtoD","pid":0,"tid":7,"ts":15,"dur":2,"args":{"bytes":4096,"Bytes":8,"wait_on_stream":3,"wait_on_cuda_event_record_corr_id":12,"In msg nelems":10,"dtype":"Float","cuda_sync_kind":"Stream Wait Event","flag":true,"none":null,"neg":-1.5e3,"s":"x"}})j",
+    R"j({ "ph" : "X" , "name" : "dup" , "ts" : 1 , "ts" : 2 , "dur" : 1 , "pid" : 1 , "tid" : 1 })j",
+    R"j({"ph":"X","name":"times","pid":1,"tid":1,"ts":1.23456,"dur":1e2,"args":{"Input Dims":"none","Input type":{"a":1}}})j",
+    R"j({"ph":"X","name":"text id","pid":1,"tid":1,"ts":-5,"dur":0,"id":"text-id","args":{"grid":[],"block":[ 4 ]}})j",
+    R"j({"ph":"X","cat":"cpu_op","name":"aten::mm","pid":1,"tid":3,"ts":20,"dur":1,"args":{"Input Dims":[[4, 8], [8, 2]] , "Input type":["float", "float"]}})j",
+};
+
+// Events the index walk gives over to On-Demand: escapes, fields that warn,
+// a phase daydream does not read.
+const char* const kOddEvents[] = {
+    R"j({"ph":"X","name":"a\"b\u00e9","pid":1,"tid":1,"ts":1,"dur":1})j",
+    R"j({"ph":"X","n\u0061me":"escaped key","name":"n","pid":1,"tid":1,"ts":1,"dur":1})j",
+    R"j({"ph":"X","name":"bad args","pid":1,"tid":1,"ts":1,"dur":1,"args":5})j",
+    R"j({"ph":"X","name":"bad arg types","pid":1,"tid":1,"ts":1,"dur":1,"args":{"correlation":1.5,"dtype":3,"stream":true,"grid":[1,"x",3]}})j",
+    R"j({"ph":"Q","name":"unknown phase","pid":1,"tid":1,"ts":1})j",
+    R"j({"ph":"s","name":"flow without id","pid":1,"tid":1,"ts":1})j",
+    R"j({"ph":"X","name":"tab\tin name","pid":1,"tid":1,"ts":1,"dur":1})j",
+};
+
+std::string JoinEvents(const std::vector<std::string>& events) {
+  std::string body;
+  for (const std::string& e : events) body += (body.empty() ? "" : ",\n  ") + e;
+  return KinetoDoc(body);
+}
+
+}  // namespace
+
+TEST_CASE("reader reads plain events from the structural index as On-Demand reads them", "[kineto_reader][windows]") {
+  std::vector<std::string> plain;
+  for (int i = 0; i < 60; ++i) plain.push_back(kPlainEvents[i % std::size(kPlainEvents)]);
+  std::vector<std::string> mixed = plain;
+  for (size_t i = 0; i < std::size(kOddEvents); ++i) mixed.insert(mixed.begin() + 7 * (i + 1), kOddEvents[i]);
+  for (const std::string& doc : {JoinEvents(plain), JoinEvents(mixed), OneLine(JoinEvents(mixed)), TrickyDoc(60)}) {
+    for (size_t window : {size_t{64}, size_t{100}, size_t{300}, size_t{1000}, size_t{1} << 30}) {
+      for (bool parallel : {false, true}) {
+        INFO(doc << "\nwindow " << window << ", parallel " << parallel);
+        int64_t indexed = -1;
+        const std::string walked = ReadWalking(doc, window, parallel, true, &indexed);
+        CHECK_THAT(walked, !Catch::StartsWith("error"));
+        CHECK(walked == ReadWalking(doc, window, parallel, false));
+        if (window == 300 && doc.size() > 4000) CHECK(indexed > 0);
+      }
+    }
+  }
+  // All but the last window's events come from the index, and none when the
+  // walk is off.
+  const std::string doc = JoinEvents(plain);
+  int64_t indexed = -1;
+  ReadWalking(doc, 300, /*parallel=*/false, /*walk=*/true, &indexed);
+  CHECK(indexed >= 50);
+  ReadWalking(doc, 300, /*parallel=*/false, /*walk=*/false, &indexed);
+  CHECK(indexed == 0);
+}
+
+TEST_CASE("reader errors come out the same whether events are read from the index or not", "[kineto_reader][windows]") {
+  const std::string bad[] = {
+      R"j({"ph":"X","name":"a","pid":1,"tid":1,"ts":1,"dur":-4})j",
+      R"j({"name":"no phase","pid":1,"tid":1,"ts":1,"dur":1})j",
+      R"j({"ph":"X","name":"a","pid":1,"tid":1.5,"ts":1,"dur":1})j",
+      R"j({"ph":"X","name":"a" "pid":1,"tid":1,"ts":1,"dur":1})j",
+      R"j({"ph":"X","name":"a","pid":1,"tid":1,"ts":1,"dur":1,"args":{"x":[1 2]}})j",
+      R"j({"ph":"X","name":"a","pid":1,"tid":1,"ts":"1","dur":1})j",
+      R"j({"ph":"X","name":"a","pid":1,"tid":1,"ts":1,"dur":1,})j",
+      R"j({"ph":"X","name":"a","pid":1,"tid":1,"ts":1,"dur":1,"args":{"Input Dims":[[1,2] [3]]}})j",
+      R"j({"ph":"X","name":"a","pid":1,"tid":1,"ts":1,"dur":1,"args":{"foo":"x":1}}})j",
+      R"j({"ph":"XY","name":"a","pid":1,"tid":1,"ts":1,"dur":1})j",
+      R"j({"ph":"X","name":"a","pid":1,"tid":1,"ts":1e400,"dur":1})j",
+      R"j(["not", "an", "event"])j",
+      R"j(17)j",
+  };
+  for (const std::string& b : bad) {
+    std::vector<std::string> events;
+    for (int i = 0; i < 40; ++i) events.push_back(i == 30 ? b : kPlainEvents[i % std::size(kPlainEvents)]);
+    const std::string doc = JoinEvents(events);
+    for (size_t window : {size_t{64}, size_t{100}, size_t{300}, size_t{1000}, size_t{1} << 30}) {
+      for (bool parallel : {false, true}) {
+        INFO(b << "\nwindow " << window << ", parallel " << parallel);
+        const std::string walked = ReadWalking(doc, window, parallel, true);
+        CHECK_THAT(walked, Catch::StartsWith("error: t.json: "));
+        CHECK(walked == ReadWalking(doc, window, parallel, false));
+      }
+    }
+  }
+  // The event limit, in the middle of a window.
+  std::vector<std::string> events(50, kPlainEvents[1]);
+  ReadOptions options;
+  options.max_events = 33;
+  options.window_bytes = 1000;
+  for (bool walk : {true, false}) {
+    options.walk_index = walk;
+    CHECK(ErrorOf(JoinEvents(events), options) == "t.json: more than 33 events");
   }
 }
