@@ -1269,11 +1269,13 @@ class KinetoParser {
   // value from its raw token as the On-Demand path does (RawStringToken,
   // ParseMicrosToNsPadded, ParseIntToken, DimsProductOfText, Intern,
   // Commit), so the Trace is the same. At the first event that is anything
-  // else (malformed JSON, a field that would warn or fail, an escaped string
-  // or key, a phase not seen before, more events than allowed) nothing of
-  // that event is kept and On-Demand reads the rest of the window, so errors
-  // and warnings come out as they always do. (Strings interned before such an
-  // event was given up are interned again, in the same order, by On-Demand.)
+  // else (malformed JSON, a field that would warn or fail, an escaped
+  // string, more events than allowed, anything but the next event after it)
+  // nothing of that event is kept and On-Demand reads the rest of the
+  // window, so errors and warnings come out as they always do. (Strings
+  // interned before such an event was given up are met again, in the same
+  // order, by On-Demand.) The index costs 4 bytes a byte of window (4 MiB
+  // for the default window, per parser).
 
   // A window's structural index.
   struct Structure {
