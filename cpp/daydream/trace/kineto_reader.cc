@@ -1352,6 +1352,7 @@ class KinetoParser {
           const std::string_view raw = RawStringToken(w.Token(v));
           if (raw.size() != 1 || raw[0] == '\\') return false;
           if (bool& seen = phase_interned_[static_cast<unsigned char>(raw[0])]; !seen) {
+            if (raw.size() > options_.max_string_bytes) return false;  // (a limit of 0 refuses it)
             trace_.strings.Intern(raw);
             seen = true;
           }

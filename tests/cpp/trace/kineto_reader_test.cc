@@ -1535,4 +1535,13 @@ TEST_CASE("reader errors come out the same whether events are read from the inde
     options.walk_index = walk;
     CHECK(ErrorOf(JoinEvents(events), options) == "t.json: more than 33 events");
   }
+  // A string limit that refuses even the first phase letter.
+  ReadOptions tiny;
+  tiny.max_string_bytes = 0;
+  tiny.window_bytes = 300;
+  tiny.walk_index = false;
+  const std::string refused = ErrorOf(JoinEvents(events), tiny);
+  CHECK_THAT(refused, Catch::Contains("'ph'"));
+  tiny.walk_index = true;
+  CHECK(ErrorOf(JoinEvents(events), tiny) == refused);
 }
