@@ -40,8 +40,9 @@ struct ReadOptions {
   // Read plain events straight from simdjson's index of each window's
   // structure, handing the rest of a window to simdjson On-Demand at the
   // first event that is anything else (one with a field that warns or fails,
-  // an escaped string, a phase not seen before); false: On-Demand reads
-  // every event. The Trace, errors and warnings are the same either way.
+  // an escaped string, anything but another event after it); false:
+  // On-Demand reads every event. The Trace, errors and warnings are the same
+  // either way.
   bool walk_index = true;
   // Decompression limit for gzip files.
   uint64_t max_bytes = uint64_t{64} << 30;
