@@ -701,10 +701,6 @@ class Builder {
     // before it (or after the origin) is set here, while the task is being
     // written, not by another pass over the (large) tasks.
     std::vector<int32_t> last_on_thread(graph_.resources.size(), kNone);
-    std::vector<uint8_t> cpu_thread(graph_.resources.size(), 0);
-    for (size_t r = 0; r < graph_.resources.size(); ++r) {
-      cpu_thread[r] = graph_.resources[r].kind == ResourceKind::kCpuThread;
-    }
     for (size_t i = 0; i < pending_.size(); ++i) {
       // Tasks come in start order, events in file order: fetch ahead.
       if (i + kPrefetchAhead < pending_.size()) PrefetchEvent(pending_[i + kPrefetchAhead].event);
@@ -733,7 +729,7 @@ class Builder {
         default: task.kind = TaskKind::kCpuOp; break;
       }
       task.bytes = TaskBytes(ev);
-      if (const auto r = static_cast<size_t>(p.resource); cpu_thread[r]) {
+      if (const auto r = static_cast<size_t>(p.resource); graph_.resources[r].kind == ResourceKind::kCpuThread) {
         const int32_t prev = last_on_thread[r];
         task.gap_ns = p.start - (prev == kNone ? origin_ : End(prev));
         last_on_thread[r] = static_cast<int32_t>(graph_.tasks.size());
@@ -1569,7 +1565,6 @@ class Builder {
     }
     // Each task's iteration is set by AssignPhasesAndLayers, in its passes
     // over the tasks (IterationOf).
-    for (const Iteration& it : graph_.iterations) iteration_begins_.push_back(it.recorded_begin_ns);
   }
 
   // The iteration task `id` belongs to (-1 for none): the one whose window
@@ -1578,18 +1573,19 @@ class Builder {
   // launches lag little: the iteration of the one before (`*hint`) is
   // tried before a search.
   int32_t IterationOf(int32_t id, size_t* hint) const {
-    const std::vector<TimeNs>& bounds = iteration_begins_;
-    if (bounds.empty()) return -1;
+    const std::vector<Iteration>& its = graph_.iterations;  // in start order
+    if (its.empty()) return -1;
     const int32_t l = launcher_[static_cast<size_t>(id)];
     const TimeNs t = Start(l != kNone ? l : id);
     size_t i = *hint;
-    if (!(bounds[i] <= t && (i + 1 == bounds.size() || t < bounds[i + 1]))) {
-      auto it = std::upper_bound(bounds.begin(), bounds.end(), t);
-      if (it == bounds.begin()) return -1;
-      i = static_cast<size_t>(std::prev(it) - bounds.begin());
+    if (!(its[i].recorded_begin_ns <= t && (i + 1 == its.size() || t < its[i + 1].recorded_begin_ns))) {
+      auto it = std::upper_bound(its.begin(), its.end(), t,
+                                 [](TimeNs x, const Iteration& w) { return x < w.recorded_begin_ns; });
+      if (it == its.begin()) return -1;
+      i = static_cast<size_t>(std::prev(it) - its.begin());
       *hint = i;
     }
-    const Iteration& window = graph_.iterations[i];
+    const Iteration& window = its[i];
     if (t >= window.recorded_begin_ns + window.measured_ns) return -1;  // between windows
     return static_cast<int32_t>(i);
   }
@@ -1932,7 +1928,6 @@ class Builder {
   // calls) among many tasks; the tasks' own field alone later tells data
   // loading from other CPU work.
   std::vector<TaskKind> task_kind_;
-  std::vector<TimeNs> iteration_begins_;  // per iteration: its recorded start (they increase)
   std::vector<Pending> pending_;
   std::vector<int32_t> resource_track_;    // per resource: trace track (CPU only)
   std::vector<int32_t> gpu_streams_;       // resource ids of GPU streams

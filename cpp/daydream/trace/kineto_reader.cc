@@ -1518,14 +1518,7 @@ class KinetoParser {
   // ReadString, for a string without escapes.
   bool WalkString(const Structure& w, uint32_t v, StringId* out) {
     const std::string_view raw = RawStringToken(w.Token(v));
-    if (raw.data() == nullptr) return false;
-    if (const StringId* id = FindCached(raw)) {
-      *out = *id;
-      return true;
-    }
-    if (HasEscape(raw) || raw.size() > options_.max_string_bytes) return false;
-    *out = Intern(raw);
-    return true;
+    return raw.data() != nullptr && InternPlain(raw, out);
   }
 
   // ReadTime.
@@ -1658,14 +1651,27 @@ class KinetoParser {
   }
 
   absl::StatusOr<StringId> ReadString(od::value& v, int64_t index, std::string_view field) {
-    // The string as it stands in the text first: a cached string is one
-    // without a backslash, so the same bytes are the same string, and the
-    // check for escapes (in ReadStringView) is only needed on a miss.
-    if (const std::string_view raw = RawStringToken(v.raw_json_token()); raw.data() != nullptr) {
-      if (const StringId* id = FindCached(raw)) return *id;
-    }
-    DD_ASSIGN_OR_RETURN(std::string_view s, ReadStringView(v, index, field));
+    // The string as it stands in the text first (InternPlain); simdjson
+    // unescapes the others.
+    StringId id = 0;
+    const std::string_view raw = RawStringToken(v.raw_json_token());
+    if (raw.data() != nullptr && InternPlain(raw, &id)) return id;
+    DD_ASSIGN_OR_RETURN(std::string_view s, ReadStringView(v, index, field));  // unescaped, or the error
     return Intern(s);
+  }
+
+  // A string's text between its quotes, interned into `*id`; false when it
+  // has an escape or is longer than the limit (ReadStringView words that). A
+  // cached string is one without a backslash, so the same bytes are the
+  // same string, and the check for escapes is only needed on a miss.
+  bool InternPlain(std::string_view raw, StringId* id) {
+    if (const StringId* cached = FindCached(raw)) {
+      *id = *cached;
+      return true;
+    }
+    if (HasEscape(raw) || raw.size() > options_.max_string_bytes) return false;
+    *id = Intern(raw);
+    return true;
   }
 
   // The string, unescaped, valid until the next string is read.
