@@ -9,6 +9,9 @@
 // $DAYDREAM_BENCH_JOB (optional) names a directory of per-rank files for
 // BM_LoadJob (benchmarks/make_big_trace.py --ranks K writes one): read one
 // file at a time (threads:1) and as LoadJob does by default (threads:0).
+// $DAYDREAM_BENCH_WINDOW and $DAYDREAM_BENCH_PAIR_WINDOW (bytes, optional)
+// set ReadOptions::window_bytes and parallel_window_bytes for
+// BM_ParseTraceJson and BM_ParseTraceJsonOneCore, to compare sizes.
 //
 // Inputs are prepared lazily, on first use, so that running one benchmark
 // (--benchmark_filter=...) in a fresh process holds only what that stage
@@ -263,6 +266,10 @@ void ParseTraceJsonWith(benchmark::State& state, const std::string& json, bool o
   daydream::ReadOptions options;
   options.parallel_windows = !one_core;
   options.stats = stats;
+  if (const char* w = std::getenv("DAYDREAM_BENCH_WINDOW")) options.window_bytes = std::strtoull(w, nullptr, 10);
+  if (const char* p = std::getenv("DAYDREAM_BENCH_PAIR_WINDOW")) {
+    options.parallel_window_bytes = std::strtoull(p, nullptr, 10);
+  }
   int64_t records = 0;
   for (auto _ : state) {
     *stats = {};

@@ -98,9 +98,9 @@ void CheckIndexWalkAgrees(const std::string& json, const absl::StatusOr<Trace>& 
   const bool same =
       walked.ok() == read.ok() && (walked.ok() ? SameTrace(*walked, *read) : walked.status() == read.status());
   if (!same) {
-    std::fprintf(stderr, "events read from the index differ from On-Demand's (window %zu): %s / %s\n",
-                 options.window_bytes, std::string(walked.status().message()).c_str(),
-                 std::string(read.status().message()).c_str());
+    std::fprintf(stderr, "events read from the index differ from On-Demand's (window %zu, two at a time %d of %zu): %s / %s\n",
+                 options.window_bytes, options.parallel_windows, options.parallel_window_bytes,
+                 std::string(walked.status().message()).c_str(), std::string(read.status().message()).c_str());
     std::abort();
   }
 }
@@ -112,12 +112,17 @@ void CheckIndexWalkAgrees(const std::string& json, const absl::StatusOr<Trace>& 
 void CheckWindowsAgree(const std::string& json, const absl::StatusOr<Trace>& whole, const ReadOptions& options) {
   ReadOptions small = options;
   small.window_bytes = 64;
+  small.parallel_window_bytes = 64;  // the windows a parse one at a time takes
   const absl::StatusOr<Trace> windowed = ParseTraceJson(json, kFuzzSource, small);
   CheckTwoAtATimeAgrees(json, windowed, small);
   CheckIndexWalkAgrees(json, windowed, small);
   ReadOptions medium = options;  // windows of several events
   medium.window_bytes = 1024;
   medium.parallel_windows = false;
+  CheckIndexWalkAgrees(json, ParseTraceJson(json, kFuzzSource, medium), medium);
+  medium.window_bytes = 200;  // two at a time, each walked in chunks of a few events
+  medium.parallel_window_bytes = 1024;
+  medium.parallel_windows = true;
   CheckIndexWalkAgrees(json, ParseTraceJson(json, kFuzzSource, medium), medium);
   bool same = whole.ok() == windowed.ok();
   if (same && whole.ok()) {
@@ -166,6 +171,7 @@ absl::Status RunTraceInput(std::string_view data) {
   }
   ReadOptions whole_options = options;
   whole_options.window_bytes = json.size() + 1;  // one window
+  whole_options.parallel_window_bytes = json.size() + 1;
   absl::StatusOr<Trace> parsed = ParseTraceJson(json, kFuzzSource, whole_options);
   CheckWindowsAgree(json, parsed, options);
   DD_ASSIGN_OR_RETURN(const Trace trace, std::move(parsed));

@@ -906,12 +906,22 @@ class KinetoParser {
     trace_.details.reserve(room);
     trace_.flows.reserve(room);
     size_t window = std::max<size_t>(options_.window_bytes, 64);
+    size_t pair_window = std::max<size_t>(options_.parallel_window_bytes, 64);  // each of two at a time
+    // A window that holds no whole event (nor a cut) is tried again twice
+    // as long, and windows stay that long after it, of both sizes: where
+    // the two sizes are equal, two at a time still takes the windows one at
+    // a time takes.
+    auto grow = [&](size_t longer_than) {
+      const size_t grown = 2 * std::max(longer_than, SeenEnd() - begin_);
+      window = std::max(window, grown);
+      pair_window = std::max(pair_window, grown);
+    };
     while (true) {
       if (options_.parallel_windows) {
-        DD_ASSIGN_OR_RETURN(const std::optional<WindowEnd> two, ParseTwoWindows(window));
+        DD_ASSIGN_OR_RETURN(const std::optional<WindowEnd> two, ParseTwoWindows(pair_window));
         if (two.has_value()) {
           if (*two == WindowEnd::kArrayClosed) return absl::OkStatus();
-          if (*two == WindowEnd::kNoProgress) window = 2 * std::max(window, SeenEnd() - begin_);
+          if (*two == WindowEnd::kNoProgress) grow(pair_window);
           continue;
         }
       }
@@ -921,7 +931,7 @@ class KinetoParser {
       if (!final) {
         text_end = FindCut(begin_, SeenEnd());
         if (text_end == std::string_view::npos) {  // no cut yet: a longer window
-          window = 2 * std::max(window, SeenEnd() - begin_);
+          grow(window);
           continue;
         }
       } else {
@@ -935,6 +945,18 @@ class KinetoParser {
           size_t i = close;
           while (i < end_ && IsSpace(buf_[i])) ++i;
           if (i < end_) return TrailingText(i);
+          // The last window's events up to its last cut are read as a
+          // window that is not the last, so that the walk reads them (a
+          // trace shorter than a window is all last window); with the walk
+          // off too, so that errors come out the same either way (a window's
+          // stage 1 finds a malformed string before any event is read). Not
+          // where the text never closes: there every failure reads as
+          // truncation.
+          if (const size_t cut = FindCut(begin_, end_); cut != std::string_view::npos) {
+            DD_ASSIGN_OR_RETURN(const WindowEnd head, ParseWindow(cut, /*final=*/false));
+            if (head == WindowEnd::kArrayClosed) return absl::OkStatus();
+            // Else begin_ is after the cut, or at an event the cut was inside.
+          }
         }
       }
       DD_ASSIGN_OR_RETURN(const WindowEnd how, ParseWindow(text_end, final));
@@ -947,7 +969,7 @@ class KinetoParser {
         return absl::OkStatus();
       }
       if (how == WindowEnd::kCutEvent && final) return Truncated();
-      if (how == WindowEnd::kNoProgress) window = 2 * std::max(window, SeenEnd() - begin_);
+      if (how == WindowEnd::kNoProgress) grow(window);
     }
   }
 
@@ -1187,12 +1209,12 @@ class KinetoParser {
     NoteWindow(text_end - begin_);
     const size_t window_start = begin_;
     if (options_.walk_index && !final) {
-      const size_t from = WalkWindowIndex(data, text_end);
+      const size_t from = WalkWindowChunks(data, text_end);
       if (from == text_end) {
         begin_ = text_end + 1;
         return WindowEnd::kConsumed;
       }
-      if (from != begin_) {  // On-Demand reads on from that event
+      if (from != window_start) {  // On-Demand reads on from that event
         data[from - 1] = '[';
         begin_ = from;
         doc_start_ = data + from - 1;
@@ -1274,8 +1296,41 @@ class KinetoParser {
   // nothing of that event is kept and On-Demand reads the rest of the
   // window, so errors and warnings come out as they always do. (Strings
   // interned before such an event was given up are met again, in the same
-  // order, by On-Demand.) The index costs 4 bytes a byte of window (4 MiB
-  // for the default window, per parser).
+  // order, by On-Demand.) The index costs 4 bytes a byte of what it indexes
+  // at once (a window, or a longer window's chunk: WalkWindowChunks; 256 KiB
+  // for the default window_bytes, per parser).
+
+  // The plain events of the window [begin_, text_end) (its '[' and ']' in
+  // place), walked in chunks of about window_bytes cut between events
+  // as windows are (FindCut), so that a chunk's text and its index stay in
+  // the core's own cache from stage 1 to the walk: begin_ moves to each
+  // chunk's start; returns what WalkWindowIndex returns for the window.
+  // A chunk is bracketed in place (its '[' over the ',' before it, its ']'
+  // and a space over the ',' and the byte after it, both put back after
+  // it): the window's text is unchanged for On-Demand, which reads from
+  // where the walk stopped to the window's end. A cut inside an event (see
+  // FindLineCut) leaves the walk there, and On-Demand reads that event
+  // whole.
+  size_t WalkWindowChunks(char* data, size_t text_end) {
+    const size_t chunk = std::max<size_t>(options_.window_bytes, 64);
+    while (true) {
+      size_t cut = text_end;
+      if (text_end - begin_ > chunk) {
+        cut = FindCut(begin_, begin_ + chunk);
+        if (cut == std::string_view::npos) cut = text_end;
+      }
+      if (cut == text_end) return WalkWindowIndex(data, text_end);
+      const char saved[2] = {data[cut], data[cut + 1]};
+      data[cut] = ']';
+      data[cut + 1] = ' ';
+      const size_t from = WalkWindowIndex(data, cut);
+      data[cut] = saved[0];
+      data[cut + 1] = saved[1];
+      if (from != cut) return from;
+      begin_ = cut + 1;
+      data[cut] = '[';
+    }
+  }
 
   // A window's structural index.
   struct Structure {

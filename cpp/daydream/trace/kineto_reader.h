@@ -32,11 +32,20 @@ struct ReadOptions {
   // read are skipped iteratively, however deep; where a field it reads holds
   // nested arrays instead of what it expects, the type check rejects it.)
   // Bytes of events parsed at a time (a window grows past this only for an
-  // event longer than it, or for text with no '}' ',' '{' outside its strings).
-  size_t window_bytes = size_t{1} << 20;
-  // Parse two windows at a time, the second on a helper thread (the Trace,
-  // errors and warnings are the same either way).
+  // event longer than it, or for text with no '}' ',' '{' outside its
+  // strings). Small enough that a window's text, copied in, is still in the
+  // core's own cache when simdjson indexes it and the reader reads it; a
+  // longer window (parallel_window_bytes) is indexed and read this much at
+  // a time.
+  size_t window_bytes = size_t{64} << 10;
+  // Parse two windows at a time, the second on a helper thread, each of
+  // parallel_window_bytes: each pair costs a wake-up of the helper and a
+  // merge, which a longer window pays for. The Trace and its warnings are
+  // the same either way; so are errors where parallel_window_bytes is
+  // window_bytes (with other sizes, a file with several faults may have
+  // another of them reported first, as with another window_bytes).
   bool parallel_windows = true;
+  size_t parallel_window_bytes = size_t{1} << 20;
   // Read plain events straight from simdjson's index of each window's
   // structure, handing the rest of a window to simdjson On-Demand at the
   // first event that is anything else (one with a field that warns or fails,

@@ -928,6 +928,7 @@ std::string Dump(const Trace& t) {
 Trace ParseWithWindow(const std::string& json, size_t window_bytes, bool parallel = true) {
   ReadOptions options;
   options.window_bytes = window_bytes;
+  options.parallel_window_bytes = window_bytes;
   options.parallel_windows = parallel;
   auto trace = ParseTraceText(json, "w.json", options);
   INFO("window " << window_bytes);
@@ -1071,6 +1072,7 @@ TEST_CASE("reader errors and limits come out the same with windows parsed two at
   for (size_t window = 128; window < 2000; window += 37) {
     INFO("window " << window);
     options.window_bytes = window;
+    options.parallel_window_bytes = window;
     for (bool parallel : {true, false}) {
       options.parallel_windows = parallel;
       CHECK(ErrorOf(KinetoDoc(events), options) == "t.json: more than 200 events");
@@ -1080,6 +1082,7 @@ TEST_CASE("reader errors and limits come out the same with windows parsed two at
   for (size_t window = 128; window < 2000; window += 37) {
     INFO("window " << window);
     options.window_bytes = window;
+    options.parallel_window_bytes = window;
     options.parallel_windows = true;
     CHECK(ErrorOf(KinetoDoc(events), options) == "t.json: event 250: 'dur' is negative (-4 us)");
   }
@@ -1115,6 +1118,7 @@ TEST_CASE("reader cuts text without line breaks between events into windows", "[
     ReadStats stats;
     ReadOptions options;
     options.window_bytes = 256;
+    options.parallel_window_bytes = 256;
     options.parallel_windows = parallel;
     options.stats = &stats;
     REQUIRE(ParseTraceText(doc, "w.json", options).ok());
@@ -1191,7 +1195,9 @@ TEST_CASE("reader windows give a real trace unchanged", "[kineto_reader][windows
       "hta-v100-1rank/rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz");
   ReadOptions whole, small;
   whole.window_bytes = size_t{1} << 32;
+  whole.parallel_window_bytes = size_t{1} << 32;
   small.window_bytes = 4096;
+  small.parallel_window_bytes = 4096;
   auto a = ReadTraceFile(path, whole);
   auto b = ReadTraceFile(path, small);
   REQUIRE(a.ok());
@@ -1208,6 +1214,7 @@ TEST_CASE("reader errors in a later window name the event and the byte in the fi
   }
   ReadOptions options;
   options.window_bytes = 256;
+  options.parallel_window_bytes = 256;
   CHECK(ErrorOf(KinetoDoc(events), options) == "t.json: event 250: 'dur' is negative (-4 us)");
   // Malformed JSON deep in the file: the offset is the file's, not the window's.
   std::string broken = KinetoDoc(events);
@@ -1228,6 +1235,7 @@ TEST_CASE("reader refuses a file truncated after many windows", "[kineto_reader]
   const std::string doc = KinetoDoc(events);
   ReadOptions options;
   options.window_bytes = 256;
+  options.parallel_window_bytes = 256;
   for (size_t cut : {doc.size() - 1, doc.size() - 2, doc.size() / 2, doc.size() / 2 + 1}) {
     INFO("cut at " << cut);
     CHECK_THAT(ErrorOf(doc.substr(0, cut), options),
@@ -1241,6 +1249,7 @@ TEST_CASE("reader refuses a file truncated after many windows", "[kineto_reader]
 TEST_CASE("reader refuses invalid JSON that a window's cut could hide", "[kineto_reader][windows]") {
   ReadOptions options;
   options.window_bytes = 64;
+  options.parallel_window_bytes = 64;
   const std::string a = Op(), b = Op("b");
   // A comma before the first event, two commas, a closed array followed by more events.
   CHECK_THAT(ErrorOf("[\n,\n" + a + "]", options), Catch::StartsWith("t.json: "));
@@ -1272,6 +1281,7 @@ TEST_CASE("reader refuses a malformed top-level object, naming what it expected 
   // dropped unchecked as it was read: found by the fuzzer's window check).
   ReadOptions small;
   small.window_bytes = 64;
+  small.parallel_window_bytes = 64;
   CHECK(ErrorOf("{\"other\": [\"" + std::string(300, 'x') + "\xff\"], \"traceEvents\": [" + Op() + "]}", small) ==
         "t.json: the text is not valid UTF-8");
 }
@@ -1400,6 +1410,7 @@ TEST_CASE("reader windows refuse a string followed by ':', or no value, whatever
       for (bool parallel : {false, true}) {
         ReadOptions options;
         options.window_bytes = window;
+        options.parallel_window_bytes = window;
         options.parallel_windows = parallel;
         INFO(doc << "\nwindow " << window << ", parallel " << parallel);
         auto trace = ParseTraceJson(doc, "t.json", options);
@@ -1413,11 +1424,15 @@ TEST_CASE("reader windows refuse a string followed by ':', or no value, whatever
 namespace {
 
 // The trace a read gives (its Dump), or its error; the events read from the
-// structural index in `*indexed`.
-std::string ReadWalking(const std::string& doc, size_t window, bool parallel, bool walk, int64_t* indexed = nullptr) {
+// structural index in `*indexed`. Windows of `window` bytes; with `chunk`
+// (not 0), windows of `chunk` one at a time, and two at a time windows of
+// `window` read from the index `chunk` at a time.
+std::string ReadWalking(const std::string& doc, size_t window, bool parallel, bool walk, int64_t* indexed = nullptr,
+                        size_t chunk = 0) {
   ReadStats stats;
   ReadOptions options;
-  options.window_bytes = window;
+  options.window_bytes = chunk != 0 ? chunk : window;
+  options.parallel_window_bytes = window;
   options.parallel_windows = parallel;
   options.walk_index = walk;
   options.stats = &stats;
@@ -1462,9 +1477,14 @@ const char* const kOddEvents[] = {
     R"j({"ph":"X","name":"tab\tin name","pid":1,"tid":1,"ts":1,"dur":1})j",
 };
 
-std::string JoinEvents(const std::vector<std::string>& events) {
+// `sep` between events: a line break and blanks, as Kineto writes them, or
+// a bare ',' (json.dump with separators=(",", ":")).
+std::string JoinEvents(const std::vector<std::string>& events, std::string_view sep = ",\n  ") {
   std::string body;
-  for (const std::string& e : events) body += (body.empty() ? "" : ",\n  ") + e;
+  for (const std::string& e : events) {
+    if (!body.empty()) body += sep;
+    body += e;
+  }
   return KinetoDoc(body);
 }
 
@@ -1475,15 +1495,18 @@ TEST_CASE("reader reads plain events from the structural index as On-Demand read
   for (int i = 0; i < 60; ++i) plain.push_back(kPlainEvents[i % std::size(kPlainEvents)]);
   std::vector<std::string> mixed = plain;
   for (size_t i = 0; i < std::size(kOddEvents); ++i) mixed.insert(mixed.begin() + 7 * (i + 1), kOddEvents[i]);
-  for (const std::string& doc : {JoinEvents(plain), JoinEvents(mixed), OneLine(JoinEvents(mixed)), TrickyDoc(60)}) {
+  for (const std::string& doc :
+       {JoinEvents(plain), JoinEvents(mixed), OneLine(JoinEvents(mixed)), JoinEvents(mixed, ","), TrickyDoc(60)}) {
     for (size_t window : {size_t{64}, size_t{100}, size_t{300}, size_t{1000}, size_t{1} << 30}) {
-      for (bool parallel : {false, true}) {
-        INFO(doc << "\nwindow " << window << ", parallel " << parallel);
-        int64_t indexed = -1;
-        const std::string walked = ReadWalking(doc, window, parallel, true, &indexed);
-        CHECK_THAT(walked, !Catch::StartsWith("error"));
-        CHECK(walked == ReadWalking(doc, window, parallel, false));
-        if (window == 300 && doc.size() > 4000) CHECK(indexed > 0);
+      for (size_t chunk : {size_t{64}, size_t{250}, size_t{0}}) {  // 0: window_bytes is the window
+        for (bool parallel : {false, true}) {
+          INFO(doc << "\nwindow " << window << ", chunk " << chunk << ", parallel " << parallel);
+          int64_t indexed = -1;
+          const std::string walked = ReadWalking(doc, window, parallel, true, &indexed, chunk);
+          CHECK_THAT(walked, !Catch::StartsWith("error"));
+          CHECK(walked == ReadWalking(doc, window, parallel, false, nullptr, chunk));
+          if (window == 300 && chunk == 0 && doc.size() > 4000) CHECK(indexed > 0);
+        }
       }
     }
   }
@@ -1494,6 +1517,49 @@ TEST_CASE("reader reads plain events from the structural index as On-Demand read
   ReadWalking(doc, 300, /*parallel=*/false, /*walk=*/true, &indexed);
   CHECK(indexed >= 50);
   ReadWalking(doc, 300, /*parallel=*/false, /*walk=*/false, &indexed);
+  CHECK(indexed == 0);
+  // Windows two at a time read from the index in chunks (cut between
+  // events, as windows are) give the walk every event that windows read at
+  // once give it: all but the last.
+  int64_t whole = -1;
+  ReadWalking(doc, 2000, /*parallel=*/true, /*walk=*/true, &whole);
+  CHECK(whole == 59);
+  for (size_t chunk : {size_t{64}, size_t{250}, size_t{700}}) {
+    INFO("chunk " << chunk);
+    ReadWalking(doc, 2000, /*parallel=*/true, /*walk=*/true, &indexed, chunk);
+    CHECK(indexed == whole);
+  }
+}
+
+TEST_CASE("reader reads the last window's events but its last from the index", "[kineto_reader][windows]") {
+  // A trace shorter than a window is all last window: its events up to the
+  // last cut between two of them are read from the index too.
+  std::vector<std::string> plain;
+  for (int i = 0; i < 30; ++i) plain.push_back(kPlainEvents[i % std::size(kPlainEvents)]);
+  std::string bare = "[" + JoinEvents(plain).substr(std::string(R"({"traceEvents":[)").size());
+  bare.pop_back();  // the object's '}'
+  // Members after the events, one with a cut-like ",\n{" in it.
+  std::string after_doc = JoinEvents(plain);
+  after_doc.pop_back();
+  after_doc += ",\n\"deviceProperties\":[{\"id\":0},\n{\"id\":1}],\"traceName\":\"t\"}";
+  for (const std::string& doc : {JoinEvents(plain), bare, after_doc, OneLine(JoinEvents(plain))}) {
+    for (bool parallel : {false, true}) {
+      INFO(doc << "\nparallel " << parallel);
+      int64_t indexed = -1;
+      const std::string walked = ReadWalking(doc, size_t{1} << 30, parallel, true, &indexed);
+      CHECK_THAT(walked, !Catch::StartsWith("error"));
+      CHECK(walked == ReadWalking(doc, size_t{1} << 30, parallel, false));
+      CHECK(indexed == 29);
+    }
+  }
+  // Not where the text never closes: every failure there reads as
+  // truncation, which On-Demand words.
+  std::string truncated = JoinEvents(plain);
+  truncated.resize(truncated.size() - 2);
+  int64_t indexed = -1;
+  const std::string error = ReadWalking(truncated, size_t{1} << 30, false, true, &indexed);
+  CHECK_THAT(error, Catch::StartsWith("error: t.json: ") && Catch::Contains("truncated"));
+  CHECK(error == ReadWalking(truncated, size_t{1} << 30, false, false));
   CHECK(indexed == 0);
 }
 
@@ -1518,11 +1584,13 @@ TEST_CASE("reader errors come out the same whether events are read from the inde
     for (int i = 0; i < 40; ++i) events.push_back(i == 30 ? b : kPlainEvents[i % std::size(kPlainEvents)]);
     const std::string doc = JoinEvents(events);
     for (size_t window : {size_t{64}, size_t{100}, size_t{300}, size_t{1000}, size_t{1} << 30}) {
-      for (bool parallel : {false, true}) {
-        INFO(b << "\nwindow " << window << ", parallel " << parallel);
-        const std::string walked = ReadWalking(doc, window, parallel, true);
-        CHECK_THAT(walked, Catch::StartsWith("error: t.json: "));
-        CHECK(walked == ReadWalking(doc, window, parallel, false));
+      for (size_t chunk : {size_t{64}, size_t{250}, size_t{0}}) {  // 0: window_bytes is the window
+        for (bool parallel : {false, true}) {
+          INFO(b << "\nwindow " << window << ", chunk " << chunk << ", parallel " << parallel);
+          const std::string walked = ReadWalking(doc, window, parallel, true, nullptr, chunk);
+          CHECK_THAT(walked, Catch::StartsWith("error: t.json: "));
+          CHECK(walked == ReadWalking(doc, window, parallel, false, nullptr, chunk));
+        }
       }
     }
   }
@@ -1531,6 +1599,7 @@ TEST_CASE("reader errors come out the same whether events are read from the inde
   ReadOptions options;
   options.max_events = 33;
   options.window_bytes = 1000;
+  options.parallel_window_bytes = 1000;
   for (bool walk : {true, false}) {
     options.walk_index = walk;
     CHECK(ErrorOf(JoinEvents(events), options) == "t.json: more than 33 events");
@@ -1539,6 +1608,7 @@ TEST_CASE("reader errors come out the same whether events are read from the inde
   ReadOptions tiny;
   tiny.max_string_bytes = 0;
   tiny.window_bytes = 300;
+  tiny.parallel_window_bytes = 300;
   tiny.walk_index = false;
   const std::string refused = ErrorOf(JoinEvents(events), tiny);
   CHECK_THAT(refused, Catch::Contains("'ph'"));
