@@ -31,8 +31,12 @@ namespace {
 // fails every file before it has been taken and is read to its end; the
 // files after it that were not yet taken are not read.
 absl::StatusOr<std::vector<Trace>> ReadTraceFiles(const std::vector<std::string>& files,
-                                                  const ReadOptions& options, int threads) {
+                                                  const ReadOptions& caller_options, int threads) {
   const size_t n = files.size();
+  // Files read at once keep the cores busy: each one's windows are parsed
+  // one at a time, without a helper thread's wake-ups and merges.
+  ReadOptions options = caller_options;
+  if (threads > 1 && n > 1) options.parallel_windows = false;
   std::vector<std::optional<absl::StatusOr<Trace>>> read(n);
   std::atomic<size_t> next{0};
   std::atomic<bool> failed{false};
