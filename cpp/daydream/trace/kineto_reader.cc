@@ -1297,8 +1297,8 @@ class KinetoParser {
   // window, so errors and warnings come out as they always do. (Strings
   // interned before such an event was given up are met again, in the same
   // order, by On-Demand.) The index costs 4 bytes a byte of what it indexes
-  // at once (a window, or a longer window's chunk: WalkWindowChunks; 256 KiB
-  // for the default window_bytes, per parser).
+  // at once (a window, or a longer window's chunk: WalkWindowChunks; about
+  // 270 KiB for the default window_bytes, per parser).
 
   // The plain events of the window [begin_, text_end) (its '[' and ']' in
   // place), walked in chunks of about window_bytes cut between events
@@ -1306,11 +1306,10 @@ class KinetoParser {
   // the core's own cache from stage 1 to the walk: begin_ moves to each
   // chunk's start; returns what WalkWindowIndex returns for the window.
   // A chunk is bracketed in place (its '[' over the ',' before it, its ']'
-  // and a space over the ',' and the byte after it, both put back after
-  // it): the window's text is unchanged for On-Demand, which reads from
-  // where the walk stopped to the window's end. A cut inside an event (see
-  // FindLineCut) leaves the walk there, and On-Demand reads that event
-  // whole.
+  // and a space over the ',' and the byte after it, those two put back
+  // after it): the text On-Demand reads, from where the walk stopped to the
+  // window's end, is unchanged. A cut inside an event (see FindLineCut)
+  // leaves the walk there, and On-Demand reads that event whole.
   size_t WalkWindowChunks(char* data, size_t text_end) {
     const size_t chunk = std::max<size_t>(options_.window_bytes, 64);
     while (true) {
