@@ -1352,7 +1352,9 @@ class KinetoParser {
     const size_t len = text_end + 2 - doc;
     if (structure_ == nullptr || structure_capacity_ < len) {
       structure_.reset();
-      structure_capacity_ = std::max(len, options_.window_bytes + 4096);
+      // For a window's worth (not for a huge window_bytes before a text
+      // that long comes), and after that for the longest text met.
+      structure_capacity_ = std::max(len, std::min(options_.window_bytes, size_t{4} << 20) + 4096);
       if (simdjson::get_active_implementation()->create_dom_parser_implementation(
               structure_capacity_, simdjson::DEFAULT_MAX_DEPTH, structure_) != simdjson::SUCCESS) {
         structure_.reset();
