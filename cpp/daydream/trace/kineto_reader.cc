@@ -1042,6 +1042,7 @@ class KinetoParser {
         helper->index_ <= options_.max_events - index_) {
       seen_end_ = std::max(seen_end_, Global(cut_a + 1 + window));  // one at a time read the second's window
       begin_ = cut_b + 1;
+      if (options_.stats != nullptr) ++options_.stats->helper_windows;
       // Joined by the next call (ParseEventStream calls again after kConsumed).
       merge_pending_ = worker_.Start([this, helper] { Merge(*helper); });
       if (!merge_pending_) Merge(*helper);

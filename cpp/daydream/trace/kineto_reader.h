@@ -20,6 +20,7 @@ struct ReadStats {
   int64_t windows = 0;              // texts of events handed to the JSON parser
   size_t largest_window_bytes = 0;  // the longest of them
   int64_t indexed_events = 0;       // events of any phase read from the index (ReadOptions::walk_index)
+  int64_t helper_windows = 0;       // windows parsed on the helper thread and kept (parallel_windows)
 };
 
 struct ReadOptions {

@@ -1100,6 +1100,36 @@ std::string OneLine(std::string doc) {
 
 }  // namespace
 
+TEST_CASE("reader keeps what the helper parsed, its window read from the index a chunk at a time",
+          "[kineto_reader][windows]") {
+  // Two windows at a time, the helper's window is walked window_bytes at a
+  // time; what it parsed is kept (not parsed again here: counted in
+  // ReadStats::helper_windows) and is the same as a parse one window at a
+  // time.
+  for (const std::string& doc : {CleanDoc(400), TrickyDoc(200), OneLine(CleanDoc(400))}) {
+    for (bool walk : {true, false}) {
+      for (size_t piece : {size_t{64}, size_t{300}, size_t{4000}}) {
+        ReadStats stats;
+        ReadOptions options;
+        options.window_bytes = piece;
+        options.parallel_window_bytes = 4000;
+        options.walk_index = walk;
+        options.stats = &stats;
+        INFO("walk " << walk << ", pieces of " << piece << "\n" << doc.substr(0, 400));
+        auto two = ParseTraceText(doc, "w.json", options);
+        REQUIRE(two.ok());
+        CHECK(stats.helper_windows >= 3);
+        options.parallel_windows = false;
+        options.window_bytes = 4000;
+        options.stats = nullptr;
+        auto one = ParseTraceText(doc, "w.json", options);
+        REQUIRE(one.ok());
+        CHECK(Dump(*two) == Dump(*one));
+      }
+    }
+  }
+}
+
 TEST_CASE("reader cuts text without line breaks between events into windows", "[kineto_reader][windows]") {
   for (const std::string& doc : {OneLine(CleanDoc(400)), OneLine(TrickyDoc(120))}) {
     REQUIRE(doc.find('\n') == std::string::npos);
