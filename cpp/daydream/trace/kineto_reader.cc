@@ -926,10 +926,16 @@ class KinetoParser {
         }
       }
       DD_RETURN_IF_ERROR(Fill(window));
-      const bool final = hit_end_;
+      // The last window holds the rest of the input. Two at a time may have
+      // read to the end with more than a window left (up to a window of
+      // parallel_window_bytes): that much is parsed in windows of
+      // window_bytes first, so that the scan of the last one below does not
+      // go over a megabyte byte by byte. (With equal sizes, as one at a
+      // time, whatever is left at the end is less than a window.)
+      const bool final = hit_end_ && end_ - begin_ <= window;
       size_t text_end = end_;
       if (!final) {
-        text_end = FindCut(begin_, SeenEnd());
+        text_end = FindCut(begin_, hit_end_ ? begin_ + window : SeenEnd());
         if (text_end == std::string_view::npos) {  // no cut yet: a longer window
           grow(window);
           continue;

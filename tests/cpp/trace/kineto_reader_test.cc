@@ -1130,6 +1130,33 @@ TEST_CASE("reader keeps what the helper parsed, its window read from the index a
   }
 }
 
+TEST_CASE("reader parses what two at a time left at the input's end in windows of window_bytes",
+          "[kineto_reader][windows]") {
+  // Two at a time reads a window of parallel_window_bytes ahead; where that
+  // meets the input's end, the rest is parsed window_bytes at a time, not
+  // as one last window (scanned byte by byte for its close).
+  const std::string doc = CleanDoc(400);
+  REQUIRE(doc.size() > 20000);
+  for (bool walk : {true, false}) {
+    ReadStats stats;
+    ReadOptions options;
+    options.window_bytes = 1000;
+    options.parallel_window_bytes = size_t{1} << 20;
+    options.walk_index = walk;
+    options.stats = &stats;
+    auto two = ParseTraceText(doc, "w.json", options);
+    REQUIRE(two.ok());
+    INFO("walk " << walk << ", " << stats.windows << " windows, the longest " << stats.largest_window_bytes);
+    CHECK(stats.windows > static_cast<int64_t>(doc.size() / 1000));
+    CHECK(stats.largest_window_bytes <= 1000);
+    options.parallel_windows = false;
+    options.stats = nullptr;
+    auto one = ParseTraceText(doc, "w.json", options);
+    REQUIRE(one.ok());
+    CHECK(Dump(*two) == Dump(*one));
+  }
+}
+
 TEST_CASE("reader cuts text without line breaks between events into windows", "[kineto_reader][windows]") {
   for (const std::string& doc : {OneLine(CleanDoc(400)), OneLine(TrickyDoc(120))}) {
     REQUIRE(doc.find('\n') == std::string::npos);
