@@ -33,10 +33,11 @@ namespace {
 absl::StatusOr<std::vector<Trace>> ReadTraceFiles(const std::vector<std::string>& files,
                                                   const ReadOptions& caller_options, int threads) {
   const size_t n = files.size();
-  // Files read at once keep the cores busy: each one's windows are parsed
-  // one at a time, without a helper thread's wake-ups and merges.
+  // As many files as threads or more keep the threads busy: each file's
+  // windows are then parsed one at a time, without a helper thread's
+  // wake-ups and merges. (Fewer files leave cores for the helpers.)
   ReadOptions options = caller_options;
-  if (threads > 1 && n > 1) options.parallel_windows = false;
+  if (threads > 1 && n >= static_cast<size_t>(threads)) options.parallel_windows = false;
   std::vector<std::optional<absl::StatusOr<Trace>>> read(n);
   std::atomic<size_t> next{0};
   std::atomic<bool> failed{false};

@@ -26,12 +26,15 @@ bool IsTraceFileName(const std::string& name);
 // else from its position in name order. Errors name the offending file: of
 // several bad files, the first in name order. Up to `threads` files are read
 // at once (0: DefaultJobThreads()); the Job is the same whatever the number.
+// With at least as many files as threads, each file's windows are parsed one
+// at a time (ReadOptions::parallel_windows off: the files keep the threads
+// busy), so a file with several faults may have another of them reported
+// than a read with one thread reports.
 absl::StatusOr<Job> LoadJob(const std::string& path, const ReadOptions& options = {}, int threads = 0);
 
 // One file per CPU this process may run on (its affinity mask on Linux, else
-// every CPU): LoadJob's default. (Each file's reader adds a helper
-// thread of its own, and an inflating one for gzip; they overlap with the
-// other files' work.)
+// every CPU): LoadJob's default. (A gzip file's reader adds an inflating
+// thread, which overlaps with the other files' work.)
 int DefaultJobThreads();
 
 }  // namespace daydream

@@ -908,13 +908,13 @@ class KinetoParser {
     size_t window = std::max<size_t>(options_.window_bytes, 64);
     size_t pair_window = std::max<size_t>(options_.parallel_window_bytes, 64);  // each of two at a time
     // A window that holds no whole event (nor a cut) is tried again twice
-    // as long, and windows stay that long after it, of both sizes: where
-    // the two sizes are equal, two at a time still takes the windows one at
-    // a time takes.
-    auto grow = [&](size_t longer_than) {
-      const size_t grown = 2 * std::max(longer_than, SeenEnd() - begin_);
-      window = std::max(window, grown);
-      pair_window = std::max(pair_window, grown);
+    // as long, and windows of its kind stay that long after it; of both
+    // kinds where the two sizes are equal, so that two at a time still
+    // takes the windows one at a time takes.
+    auto grow = [&](size_t& longer) {
+      const bool equal = window == pair_window;
+      longer = 2 * std::max(longer, SeenEnd() - begin_);
+      if (equal) window = pair_window = longer;
     };
     while (true) {
       if (options_.parallel_windows) {
@@ -926,12 +926,14 @@ class KinetoParser {
         }
       }
       DD_RETURN_IF_ERROR(Fill(window));
-      // The last window holds the rest of the input. Two at a time may have
-      // read to the end with more than a window left (up to a window of
-      // parallel_window_bytes): that much is parsed in windows of
-      // window_bytes first, so that the scan of the last one below does not
-      // go over a megabyte byte by byte. (With equal sizes, as one at a
-      // time, whatever is left at the end is less than a window.)
+      // The last window holds the rest of the input, once less than a
+      // window is left. A read may have met the end with more left (two at
+      // a time reads a window of parallel_window_bytes ahead; a top-level
+      // member before the events is read whole, and 64 KiB past it): that
+      // much is parsed in windows of window_bytes first, so that the scan
+      // of the last one below does not go over a megabyte byte by byte.
+      // One at a time and two at a time with equal sizes take the same
+      // windows here.
       const bool final = hit_end_ && end_ - begin_ <= window;
       size_t text_end = end_;
       if (!final) {
@@ -1022,9 +1024,10 @@ class KinetoParser {
       helper_->detached_ = true;
     }
     KinetoParser* const helper = helper_.get();
-    // The helper copies its text itself, beside the first window's parse
-    // (which only reads the buffer), all but its first byte: ParseWindow
-    // writes a ' ' there meanwhile.
+    // The helper copies its text itself, beside the first window's parse,
+    // all but its first byte: that parse writes only within its own window
+    // (the brackets of its chunks, WalkWindowChunks) and the ' ' after its
+    // ']', on that first byte.
     const char first_byte = buf_[cut_a + 1];
     const std::string_view rest = Text(cut_a + 2, cut_b);
     bool second_ok = false;
@@ -1315,8 +1318,10 @@ class KinetoParser {
   // A chunk is bracketed in place (its '[' over the ',' before it, its ']'
   // and a space over the ',' and the byte after it, those two put back
   // after it): the text On-Demand reads, from where the walk stopped to the
-  // window's end, is unchanged. A cut inside an event (see FindLineCut)
-  // leaves the walk there, and On-Demand reads that event whole.
+  // window's end, is unchanged; each ',' before a walked chunk stays a '['
+  // (before where On-Demand starts, where nothing reads the text again). A
+  // cut inside an event (see FindLineCut) leaves the walk there, and
+  // On-Demand reads that event whole.
   size_t WalkWindowChunks(char* data, size_t text_end) {
     const size_t chunk = std::max<size_t>(options_.window_bytes, 64);
     while (true) {
@@ -1357,6 +1362,7 @@ class KinetoParser {
   size_t WalkWindowIndex(const char* data, size_t text_end) {
     const size_t doc = begin_ - 1;
     const size_t len = text_end + 2 - doc;
+    if (options_.stats != nullptr) options_.stats->largest_walk_bytes = std::max(options_.stats->largest_walk_bytes, len);
     if (structure_ == nullptr || structure_capacity_ < len) {
       structure_.reset();
       // For a window's worth (not for a huge window_bytes before a text

@@ -21,6 +21,7 @@ struct ReadStats {
   size_t largest_window_bytes = 0;  // the longest of them
   int64_t indexed_events = 0;       // events of any phase read from the index (ReadOptions::walk_index)
   int64_t helper_windows = 0;       // windows parsed on the helper thread and kept (parallel_windows)
+  size_t largest_walk_bytes = 0;    // the longest text indexed at once for the walk, on this thread
 };
 
 struct ReadOptions {
@@ -32,12 +33,12 @@ struct ReadOptions {
   // (No nesting limit is needed: nothing recurses. Values daydream does not
   // read are skipped iteratively, however deep; where a field it reads holds
   // nested arrays instead of what it expects, the type check rejects it.)
-  // Bytes of events parsed at a time (a window grows past this only for an
-  // event longer than it, or for text with no '}' ',' '{' outside its
-  // strings). Small enough that a window's text, copied in, is still in the
-  // core's own cache when simdjson indexes it and the reader reads it; a
-  // longer window (parallel_window_bytes) is indexed and read this much at
-  // a time.
+  // Bytes of events parsed at a time, one window at a time (a window grows
+  // past this only for an event longer than it, or for text with no '}' ','
+  // '{' outside its strings). Small enough that a window's text, copied in,
+  // is still in the core's own cache when simdjson indexes it and the
+  // reader reads it. A longer window (parallel_window_bytes) is indexed and
+  // walked this much at a time (walk_index), as far as the walk goes.
   size_t window_bytes = size_t{64} << 10;
   // Parse two windows at a time, the second on a helper thread, each of
   // parallel_window_bytes: each pair costs a wake-up of the helper and a

@@ -1119,6 +1119,11 @@ TEST_CASE("reader keeps what the helper parsed, its window read from the index a
         auto two = ParseTraceText(doc, "w.json", options);
         REQUIRE(two.ok());
         CHECK(stats.helper_windows >= 3);
+        // The windows of 4000 bytes were indexed a piece at a time (a piece
+        // holds a few events; one shorter than an event is no piece).
+        INFO("longest text indexed at once: " << stats.largest_walk_bytes);
+        if (!walk) CHECK(stats.largest_walk_bytes == 0);
+        if (walk && piece == 300) CHECK(stats.largest_walk_bytes <= 2 * piece);
         options.parallel_windows = false;
         options.window_bytes = 4000;
         options.stats = nullptr;
@@ -1154,6 +1159,16 @@ TEST_CASE("reader parses what two at a time left at the input's end in windows o
     auto one = ParseTraceText(doc, "w.json", options);
     REQUIRE(one.ok());
     CHECK(Dump(*two) == Dump(*one));
+    // With pairs formed before the end: what the last pair's read-ahead
+    // leaves is parsed the same way.
+    options.parallel_windows = true;
+    options.parallel_window_bytes = 4000;
+    stats = {};
+    options.stats = &stats;
+    auto pairs = ParseTraceText(doc, "w.json", options);
+    REQUIRE(pairs.ok());
+    CHECK(stats.helper_windows > 0);
+    CHECK(Dump(*pairs) == Dump(*one));
   }
 }
 
