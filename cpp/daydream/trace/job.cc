@@ -39,13 +39,18 @@ absl::StatusOr<std::vector<Trace>> ReadTraceFiles(const std::vector<std::string>
   ReadOptions options = caller_options;
   if (threads > 1 && n >= static_cast<size_t>(threads)) options.parallel_windows = false;
   std::vector<std::optional<absl::StatusOr<Trace>>> read(n);
+  // Each file counts what its read did apart (threads read at once), and
+  // the counts are added up at the end.
+  std::vector<ReadStats> stats(caller_options.stats != nullptr ? n : 0);
   std::atomic<size_t> next{0};
   std::atomic<bool> failed{false};
   auto work = [&] {
     while (!failed.load(std::memory_order_relaxed)) {
       const size_t i = next.fetch_add(1);
       if (i >= n) return;
-      read[i] = ReadTraceFile(files[i], options);
+      ReadOptions file_options = options;
+      if (!stats.empty()) file_options.stats = &stats[i];
+      read[i] = ReadTraceFile(files[i], file_options);
       if (!read[i]->ok()) failed.store(true, std::memory_order_relaxed);
     }
   };
@@ -59,6 +64,14 @@ absl::StatusOr<std::vector<Trace>> ReadTraceFiles(const std::vector<std::string>
   }
   work();
   for (std::thread& h : helpers) h.join();
+  for (const ReadStats& s : stats) {
+    ReadStats& total = *caller_options.stats;
+    total.windows += s.windows;
+    total.largest_window_bytes = std::max(total.largest_window_bytes, s.largest_window_bytes);
+    total.indexed_events += s.indexed_events;
+    total.helper_windows += s.helper_windows;
+    total.largest_walk_bytes = std::max(total.largest_walk_bytes, s.largest_walk_bytes);
+  }
   std::vector<Trace> traces;
   traces.reserve(n);
   for (std::optional<absl::StatusOr<Trace>>& r : read) {

@@ -165,6 +165,24 @@ TEST_CASE("LoadJob reads many files at once into the same job as one at a time",
     }
   }
   CHECK(DefaultJobThreads() >= 1);
+  // What the reads did is counted per file (threads read at once) and
+  // added up: as much as reading each file alone, one window at a time.
+  ReadStats alone;
+  ReadOptions each;
+  each.parallel_windows = false;
+  each.stats = &alone;
+  for (const Trace& rank : one->ranks) REQUIRE(ReadTraceFile(rank.path, each).ok());
+  REQUIRE(alone.windows >= 12);
+  for (int threads : {2, 4}) {
+    INFO(threads << " threads");
+    ReadStats together;
+    ReadOptions counted;
+    counted.stats = &together;
+    REQUIRE(LoadJob(dir, counted, threads).ok());
+    CHECK(together.windows == alone.windows);
+    CHECK(together.indexed_events == alone.indexed_events);
+    CHECK(together.largest_window_bytes == alone.largest_window_bytes);
+  }
 }
 
 #if defined(__linux__)
