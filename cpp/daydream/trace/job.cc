@@ -64,14 +64,7 @@ absl::StatusOr<std::vector<Trace>> ReadTraceFiles(const std::vector<std::string>
   }
   work();
   for (std::thread& h : helpers) h.join();
-  for (const ReadStats& s : stats) {
-    ReadStats& total = *caller_options.stats;
-    total.windows += s.windows;
-    total.largest_window_bytes = std::max(total.largest_window_bytes, s.largest_window_bytes);
-    total.indexed_events += s.indexed_events;
-    total.helper_windows += s.helper_windows;
-    total.largest_walk_bytes = std::max(total.largest_walk_bytes, s.largest_walk_bytes);
-  }
+  for (const ReadStats& s : stats) caller_options.stats->Add(s);
   std::vector<Trace> traces;
   traces.reserve(n);
   for (std::optional<absl::StatusOr<Trace>>& r : read) {

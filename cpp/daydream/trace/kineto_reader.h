@@ -5,6 +5,7 @@
 #ifndef DAYDREAM_TRACE_KINETO_READER_H_
 #define DAYDREAM_TRACE_KINETO_READER_H_
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -22,6 +23,15 @@ struct ReadStats {
   int64_t indexed_events = 0;       // events of any phase read from the index (ReadOptions::walk_index)
   int64_t helper_windows = 0;       // windows parsed on the helper thread and kept (parallel_windows)
   size_t largest_walk_bytes = 0;    // the longest text indexed at once for the walk, on this thread
+
+  // Counts another read's into these (LoadJob adds up its files').
+  void Add(const ReadStats& other) {
+    windows += other.windows;
+    largest_window_bytes = std::max(largest_window_bytes, other.largest_window_bytes);
+    indexed_events += other.indexed_events;
+    helper_windows += other.helper_windows;
+    largest_walk_bytes = std::max(largest_walk_bytes, other.largest_walk_bytes);
+  }
 };
 
 struct ReadOptions {
