@@ -1199,18 +1199,29 @@ class KinetoParser {
   }
 
   // Parses the events in buf_[begin_, text_end) as the array "[" text "]".
+  // Closes the text of events ending at `at` as an array in place: a ']'
+  // and a space after it (simdjson checks a document for balance, a scan of
+  // all of it, when the byte after it is a ']'); the two bytes are put back
+  // when it goes.
+  class CloseInPlace {
+   public:
+    explicit CloseInPlace(char* at) : at_(at), saved_{at[0], at[1]} {
+      at_[0] = ']';
+      at_[1] = ' ';
+    }
+    ~CloseInPlace() { std::memcpy(at_, saved_, 2); }
+    CloseInPlace(const CloseInPlace&) = delete;
+    CloseInPlace& operator=(const CloseInPlace&) = delete;
+
+   private:
+    char* at_;
+    char saved_[2];
+  };
+
   absl::StatusOr<WindowEnd> ParseWindow(size_t text_end, bool final) {
     char* const data = buf_.data();
-    // The window's own ']' and a space after it (simdjson checks a document
-    // for balance, a scan of all of it, when the byte after it is a ']').
-    struct Restore {
-      char* at;
-      char saved[2];
-      ~Restore() { std::memcpy(at, saved, 2); }
-    } restore{data + text_end, {data[text_end], data[text_end + 1]}};
+    const CloseInPlace close(data + text_end);
     data[begin_ - 1] = '[';
-    data[text_end] = ']';
-    data[text_end + 1] = ' ';
     loc_base_ = data;
     loc_global_ = buf_origin_;
     doc_start_ = data + begin_ - 1;
@@ -1331,12 +1342,11 @@ class KinetoParser {
         if (cut == std::string_view::npos) cut = text_end;
       }
       if (cut == text_end) return WalkWindowIndex(data, text_end);
-      const char saved[2] = {data[cut], data[cut + 1]};
-      data[cut] = ']';
-      data[cut + 1] = ' ';
-      const size_t from = WalkWindowIndex(data, cut);
-      data[cut] = saved[0];
-      data[cut + 1] = saved[1];
+      size_t from = 0;
+      {
+        const CloseInPlace close(data + cut);
+        from = WalkWindowIndex(data, cut);
+      }
       if (from != cut) return from;
       begin_ = cut + 1;
       data[cut] = '[';
