@@ -54,6 +54,13 @@ class TraceByteStream {
   uint64_t size_hint() const { return size_hint_; }
   bool gzip() const;
 
+  // The bytes the next Read would copy, where they already lie in memory
+  // (plain bytes given to FromMemory): empty otherwise.
+  std::string_view InMemoryAhead() const {
+    if (memory_.data() == nullptr || gzip_ != nullptr) return {};
+    return std::string_view(in_, static_cast<size_t>(in_end_ - in_));
+  }
+
  private:
   struct Gzip;
   TraceByteStream(std::string source, const FileSourceOptions& options);

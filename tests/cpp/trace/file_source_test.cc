@@ -334,6 +334,29 @@ TEST_CASE("TraceByteStream inflates members across input pieces and small reads"
   CHECK(ReadAll(**stream, 5000) == a);
 }
 
+TEST_CASE("TraceByteStream shows what its next read copies only where it lies in memory", "[file_source]") {
+  // The reader fetches those bytes into the cache while it parses the
+  // window before them (KinetoParser::PrefetchInput).
+  const std::string text = SomeText(10000);
+  auto memory = TraceByteStream::FromMemory(text, "<memory>", /*detect_gzip=*/true);
+  CHECK(memory->InMemoryAhead() == text);
+  std::string some(3000, '\0');
+  REQUIRE(memory->Read(some.data(), some.size()).ok());
+  CHECK(memory->InMemoryAhead().data() == text.data() + 3000);
+  CHECK(memory->InMemoryAhead().size() == text.size() - 3000);
+  REQUIRE(ReadAll(*memory, 4096) == text.substr(3000));
+  CHECK(memory->InMemoryAhead().empty());
+  // Compressed bytes in memory are not what a read copies; a file's are read from the file.
+  const std::string gz = Gzip(text);
+  CHECK(TraceByteStream::FromMemory(gz, "<memory>", /*detect_gzip=*/true)->InMemoryAhead().empty());
+  CHECK(TraceByteStream::FromMemory(gz, "<memory>", /*detect_gzip=*/false)->InMemoryAhead() == gz);
+  const std::string path = TempDir() + "/ahead.json";
+  WriteFile(path, text);
+  auto file = TraceByteStream::Open(path);
+  REQUIRE(file.ok());
+  CHECK((*file)->InMemoryAhead().empty());
+}
+
 TEST_CASE("TraceByteStream reads ahead through more pieces than it keeps buffers for", "[file_source]") {
   // 30 MB: more 4 MiB pieces than the queue holds, so later pieces are
   // inflated into the buffers of earlier ones; every byte must still come out
