@@ -418,7 +418,7 @@ class Builder {
         p.resource = resource;
         pending_.push_back(p);
       }
-      if (resource != kNone) AddSelfTimeTasks(candidates, enclosing_task, resource);
+      if (resource != kNone) AddSelfTimeTasks(candidates, enclosing_task, has_task_child, resource);
     }
     // Every thread's ranges in one nesting order: a k-way merge of the
     // threads' sorted keys (a heap of each thread's next key).
@@ -463,48 +463,32 @@ class Builder {
   //
   // `enclosing_task[i]` is the innermost task around candidates[i] (an index
   // in candidates, kNone for none): as every range around a task has a task
-  // descendant, it is the nearest task-bearing candidate around it.
+  // descendant, it is the nearest task-bearing candidate around it, and
+  // `has_task_child[i]` says whether candidates[i] is that for any other.
   void AddSelfTimeTasks(const std::vector<Pending>& candidates, const std::vector<int32_t>& enclosing_task,
-                        int32_t resource) {
+                        const std::vector<uint8_t>& has_task_child, int32_t resource) {
     if (options_.min_self_task_ns <= 0) return;
-    // Per enclosing operator: the spans of its nearest task-bearing
-    // descendants, in start order (candidates are sorted by start, and the
-    // stable grouping by operator keeps that order within each).
-    struct Cover {
-      int32_t op;  // index in candidates
-      TimeNs from, to;
+    // The spans an operator's nearest task-bearing descendants cover come
+    // in start order (candidates are sorted by start, and each follows the
+    // operators around it): one pass, with where each operator's uncovered
+    // time resumes.
+    std::vector<TimeNs>& cursor = self_time_cursor_;
+    cursor.resize(candidates.size());
+    auto add = [&](const Pending& op, TimeNs from, TimeNs to) {
+      if (to - from >= options_.min_self_task_ns) pending_.push_back(Pending{from, to, op.event, resource, true});
     };
-    std::vector<Cover> covered;
-    ReserveHugePages(covered, candidates.size());
     for (size_t i = 0; i < candidates.size(); ++i) {
-      const int32_t op = enclosing_task[i];
-      if (op == kNone) continue;
-      covered.push_back(Cover{op, candidates[i].start, candidates[i].end});
+      cursor[i] = candidates[i].start;
+      const int32_t o = enclosing_task[i];
+      if (o == kNone) continue;
+      const Pending& op = candidates[static_cast<size_t>(o)];
+      if (!op.is_operator) continue;
+      TimeNs& at = cursor[static_cast<size_t>(o)];
+      add(op, at, std::min(candidates[i].start, op.end));
+      at = std::max(at, candidates[i].end);
     }
-    if (covered.empty()) return;
-    // Grouped by operator with a counting sort, which is stable.
-    std::vector<int32_t> slot(candidates.size() + 1, 0);
-    for (const Cover& c : covered) ++slot[static_cast<size_t>(c.op) + 1];
-    for (size_t i = 1; i < slot.size(); ++i) slot[i] += slot[i - 1];
-    std::vector<Cover> grouped = HugePagesVector(covered.size(), Cover{});
-    for (const Cover& c : covered) grouped[static_cast<size_t>(slot[static_cast<size_t>(c.op)]++)] = c;
-    covered.swap(grouped);
-    for (size_t i = 0; i < covered.size();) {
-      const Pending& op = candidates[static_cast<size_t>(covered[i].op)];
-      size_t j = i;
-      while (j < covered.size() && covered[j].op == covered[i].op) ++j;
-      if (op.is_operator) {
-        TimeNs cursor = op.start;
-        auto add = [&](TimeNs from, TimeNs to) {
-          if (to - from >= options_.min_self_task_ns) pending_.push_back(Pending{from, to, op.event, resource, true});
-        };
-        for (size_t k = i; k < j; ++k) {
-          add(cursor, std::min(covered[k].from, op.end));
-          cursor = std::max(cursor, covered[k].to);
-        }
-        add(cursor, op.end);
-      }
-      i = j;
+    for (size_t i = 0; i < candidates.size(); ++i) {
+      if (has_task_child[i] && candidates[i].is_operator) add(candidates[i], cursor[i], candidates[i].end);
     }
   }
 
@@ -1950,6 +1934,7 @@ class Builder {
     bool launch_call;  // NameTraits::launch_call
   };
   std::vector<Launcher> launchers_;
+  std::vector<TimeNs> self_time_cursor_;  // AddSelfTimeTasks'
   CorrelationIndex correlation_launcher_;  // correlation -> index in launchers_
   std::vector<std::vector<Launched>> stream_launches_;
   std::vector<std::vector<Launched>> thread_launches_;
