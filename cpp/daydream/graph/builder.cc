@@ -297,6 +297,13 @@ class Builder {
     __builtin_prefetch(p + sizeof(TraceEvent) - 1);
   }
   static constexpr size_t kPrefetchAhead = 16;
+  // The same for task `id` (a stream's activities lie far apart among the
+  // tasks, each on its own lines).
+  void PrefetchTask(int32_t id) const {
+    const char* p = reinterpret_cast<const char*>(&graph_.tasks[static_cast<size_t>(id)]);
+    __builtin_prefetch(p);
+    __builtin_prefetch(p + sizeof(Task) - 1);
+  }
   Task& T(int32_t id) { return graph_.tasks[static_cast<size_t>(id)]; }
   TimeNs Start(int32_t id) const { return start_[static_cast<size_t>(id)]; }
   TimeNs End(int32_t id) const { return end_[static_cast<size_t>(id)]; }
@@ -1159,7 +1166,9 @@ class Builder {
       for (size_t i = 1; i < list.size(); ++i) prev_on_stream[static_cast<size_t>(list[i])] = list[i - 1];
     }
     std::vector<int32_t> deps;
-    for (int32_t k : order) {
+    for (size_t i = 0; i < order.size(); ++i) {
+      if (i + kPrefetchAhead < order.size()) PrefetchTask(order[i + kPrefetchAhead]);
+      const int32_t k = order[i];
       deps.clear();
       while (wait_pos < stream_waits_.size() && stream_waits_[wait_pos].second < k) ++wait_pos;
       while (wait_pos < stream_waits_.size() && stream_waits_[wait_pos].second == k) {
@@ -1652,7 +1661,14 @@ class Builder {
     // GPU tasks: communication, else the phase and layer of their launcher.
     for (int32_t s : gpu_streams_) {
       size_t hint = 0;
-      for (int32_t id : resource_tasks_[static_cast<size_t>(s)]) {
+      const std::vector<int32_t>& list = resource_tasks_[static_cast<size_t>(s)];
+      for (size_t i = 0; i < list.size(); ++i) {
+        if (i + kPrefetchAhead < list.size()) {  // the activity and its launch call
+          const int32_t ahead = list[i + kPrefetchAhead];
+          PrefetchTask(ahead);
+          if (const int32_t l = launcher_[static_cast<size_t>(ahead)]; l != kNone) PrefetchTask(l);
+        }
+        const int32_t id = list[i];
         Task& task = T(id);
         task.iteration = IterationOf(id, &hint);
         const int32_t l = launcher_[static_cast<size_t>(id)];
