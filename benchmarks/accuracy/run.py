@@ -83,7 +83,8 @@ TARGET_MEDIAN, TARGET_MAX = 5.0, 15.0
 ALTERNATIVE_PREDICTIONS = ("prediction_trace_fit", "prediction_gemm_ratio", "prediction_beside_compute",
                            "prediction_op_model", "prediction_no_gap", "prediction_chain_model",
                            "prediction_synthetic_ddp", "prediction_no_corun", "prediction_blocking_gap",
-                           "prediction_ddp_gap", "prediction_median_network", "prediction_queued_at_once")
+                           "prediction_ddp_gap", "prediction_median_network", "prediction_queued_at_once",
+                           "prediction_no_broadcast_latency")
 MIB = 1024 * 1024
 # glibc serves allocations from 128 kB up with mmap until a free raises its
 # threshold, and trims the heap's top: whether a step's large tensors fault
@@ -479,6 +480,10 @@ def ddp_rank(rank: int, world: int, port: int, exp: str, name: str, a: argparse.
                 out["prediction_beside_compute"] = predict(prof, "data_parallel",
                                                            {**options, "comm_cpu_share": 0, "buffer_bytes": 0})
                 out["prediction_no_gap"] = predict(prof, "data_parallel", {**options, "gap_latency": ""})
+                if options.get("broadcast_latency") and any(True for _ in plain.buffers()):
+                    # The buffer broadcast at its wire time (the pass's model before broadcast_latency).
+                    out["prediction_no_broadcast_latency"] = predict(prof, "data_parallel",
+                                                                     {**options, "broadcast_latency": ""})
                 # The prediction with nothing to communicate, as ddp_no_comm.
                 out["prediction_no_comm"] = predict(prof, "data_parallel", {
                     **options, "latency_us": 0.0, "bandwidth_gbps": 1e6, "gap_latency": "", "queued_latency_us": -1.0,
@@ -931,6 +936,11 @@ def table(rows: List[Dict[str, Any]], meta: Dict[str, Any]) -> str:
                          + f"{r['prediction'].get('options', {}).get('gap_latency') or net.get('gap_latency') or 'none'}"
                          + (f"; without gap_latency the prediction is {r['prediction_no_gap']['predicted_ms']:.3f} ms "
                             f"({r['prediction_no_gap']['error_pct']:+.1f}%)" if r.get("prediction_no_gap") else "")
+                         + (f"; the buffer broadcast's extra (broadcast_latency, from DDP steps of the stack with a "
+                            f"buffer) {r['prediction'].get('options', {}).get('broadcast_latency')}, without it "
+                            f"{r['prediction_no_broadcast_latency']['predicted_ms']:.3f} ms "
+                            f"({r['prediction_no_broadcast_latency']['error_pct']:+.1f}%)"
+                            if r.get("prediction_no_broadcast_latency") else "")
                          + (f"; with gap_latency from blocking all-reduces after matmuls ({blocking['gap_latency']}) "
                             "and the wait for the slowest rank from the Profiler's plain steps "
                             f"{r['prediction_blocking_gap']['predicted_ms']:.3f} ms "

@@ -1149,6 +1149,10 @@ class NetworkCalibration:
     #: measured on gloo, see measure_ddp_gap_latency).
     gap_latency: str = ""
     ddp_gaps: Dict[str, Any] = dataclasses.field(default_factory=dict)  # how it was measured
+    #: What DDP's buffer broadcast adds to a step beyond its wire time, after
+    #: a step of each length, as data_parallel's ``broadcast_latency``
+    #: ("STEP_US:EXTRA_US;..."; measured on gloo with the gap_latency above).
+    broadcast_latency: str = ""
     #: A blocking all-reduce's extra time after compute (measure_gap_latency):
     #: tensor_fusion's ``gap_latency`` (its "gap_latency" entry; see options()).
     gaps: Dict[str, Any] = dataclasses.field(default_factory=dict)
@@ -1170,7 +1174,9 @@ class NetworkCalibration:
         For ``tensor_fusion``, whose recorded step already holds the
         thread's wake-up after each all-reduce (the pass links what waited
         for the recorded ones to the new ones with it), the points of
-        blocking all-reduces after compute (:func:`measure_gap_latency`)."""
+        blocking all-reduces after compute (:func:`measure_gap_latency`).
+        ``broadcast_latency`` (``data_parallel`` only, where measured): what
+        DDP's buffer broadcast adds to a step, measured with those points."""
         if for_pass not in ("data_parallel", "tensor_fusion"):
             raise DaydreamError(f"NetworkCalibration.options: no options for pass {for_pass!r} "
                                 "(data_parallel or tensor_fusion)")
@@ -1180,8 +1186,11 @@ class NetworkCalibration:
                "queued_latency_us": self.queued_latency_us}
         if for_pass == "tensor_fusion":
             out["gap_latency"] = self.gaps.get("gap_latency", self.gap_latency)
-        elif self.ddp_gaps:
-            out["straggler_us"] = 0.0
+        else:
+            if self.ddp_gaps:
+                out["straggler_us"] = 0.0
+            if self.broadcast_latency:
+                out["broadcast_latency"] = self.broadcast_latency
         return out
 
 
@@ -1459,16 +1468,22 @@ def expected_wait_for_slowest_ms(step_times_ms: Sequence[float], world_size: int
     return max(0.0, expected_max - sum(times) / n)
 
 
-def ddp_gap_points(quiet_ms: Dict[float, List[float]], real_ms: Dict[float, List[float]], wire_us: float) -> str:
+def ddp_gap_points(quiet_ms: Dict[float, List[float]], real_ms: Dict[float, List[float]], wire_us: float,
+                   base_ms: Optional[Dict[float, List[float]]] = None) -> str:
     """``gap_latency`` points from DDP steps timed with and without their
     all-reduce, per step length (see :func:`measure_ddp_gap_latency`): at
     the gap of the quiet step's median, the real step's median less the
     quiet one's, less the ring model's wire time for the bucket, at least 0
-    and at least the extra of a shorter gap."""
+    and at least the extra of a shorter gap. With ``base_ms`` (steps that
+    communicate all but what is priced), the real step's median less the
+    base one's instead (``broadcast_latency``: DDP steps with their buffer
+    broadcast against the same steps without it)."""
+    base_ms = base_ms if base_ms is not None else quiet_ms
     extra = 0.0
     out = []
-    for quiet, real in sorted((statistics.median(quiet_ms[k]), statistics.median(real_ms[k])) for k in quiet_ms):
-        extra = max(extra, (real - quiet) * 1e3 - wire_us)
+    for quiet, real, base in sorted((statistics.median(quiet_ms[k]), statistics.median(real_ms[k]),
+                                     statistics.median(base_ms[k])) for k in quiet_ms):
+        extra = max(extra, (real - base) * 1e3 - wire_us)
         out.append(f"{quiet * 1e3:.0f}:{extra:.1f}")
     return ";".join(out)
 
@@ -1545,7 +1560,7 @@ def _time_in_blocks(dist: Any, steps: Dict[Any, Callable[[], float]], times: Dic
 
 def measure_ddp_gap_latency(dist: Any, torch: Any, latency_us: float, bandwidth_gbps: float,
                             steps_ms: Sequence[float] = (2, 4, 6, 8), layers: int = 16, rounds: int = 10,
-                            block: int = 10) -> Dict[str, Any]:
+                            block: int = 10, buffer_bytes: int = 4096) -> Dict[str, Any]:
     """What an all-reduce issued by DDP at the end of a training step adds
     to the step beyond the ring model's wire time, after steps of several
     lengths, as ``data_parallel``'s ``gap_latency`` (every rank of the
@@ -1562,6 +1577,16 @@ def measure_ddp_gap_latency(dist: Any, torch: Any, latency_us: float, bandwidth_
     round; the first round warms up. Each point's gap is the quiet step's
     median, its extra the real step's median less the quiet one's, less the
     ring model's time for the bucket (:func:`ddp_gap_points`).
+
+    The same stack with a buffer of ``buffer_bytes``, which DDP broadcasts
+    from rank 0 before every forward (``broadcast_buffers``, as for a
+    model's batch-norm statistics), is timed in the same rounds: what the
+    broadcast adds to the real step, less the ring model's time for it, at
+    each step length, is ``data_parallel``'s ``broadcast_latency``. On a
+    2-vCPU host a broadcast of the harness's CNN buffers added 1.8-2.5 ms
+    to its DDP step with gloo's threads as scheduled, 0.5 ms with them in
+    real time, where the ring model gave it one latency, 0.1-0.3 ms
+    (docs/accuracy.md).
 
     The quiet steps of the ranks do not wait for each other, the real ones
     do: the extra holds each step's wait for the slower rank, as steps of
@@ -1600,19 +1625,28 @@ def measure_ddp_gap_latency(dist: Any, torch: Any, latency_us: float, bandwidth_
         torch.manual_seed(0)
         real = DistributedDataParallel(_linear_stack(torch, layers), broadcast_buffers=False)
         quiet = DistributedDataParallel(_linear_stack(torch, layers), broadcast_buffers=False)
+        # The same with a buffer DDP broadcasts before every forward.
+        buffered = _linear_stack(torch, layers)
+        buffered.register_buffer("stats", torch.zeros(buffer_bytes // 4))
+        broadcasting = DistributedDataParallel(buffered, broadcast_buffers=True)
     quiet.register_comm_hook(None, keep_bucket_hook)
     nbytes = sum(p.numel() * p.element_size() for p in real.parameters())
-    steps = {(b, communicate): _timed_training_step(torch, real if communicate else quiet, b)
-             for b in sizes for communicate in (False, True)}
-    times: Dict[Tuple[int, bool], List[float]] = {k: [] for k in steps}
+    models = {"quiet": quiet, "real": real, "broadcast": broadcasting}
+    steps = {(b, kind): _timed_training_step(torch, m, b) for b in sizes for kind, m in models.items()}
+    times: Dict[Tuple[int, str], List[float]] = {k: [] for k in steps}
     _time_in_blocks(dist, steps, times, rounds, block)
-    quiet_ms = {float(b): times[(b, False)] for b in sizes}
-    real_ms = {float(b): times[(b, True)] for b in sizes}
-    wire_us = _ring_all_reduce_s(nbytes, dist.get_world_size(), latency_us, bandwidth_gbps) * 1e6
+    quiet_ms, real_ms, broadcast_ms = ({float(b): times[(b, kind)] for b in sizes} for kind in models)
+    world = dist.get_world_size()
+    wire_us = _ring_all_reduce_s(nbytes, world, latency_us, bandwidth_gbps) * 1e6
+    # A broadcast on the ring model: log2(N) steps and the bytes once.
+    broadcast_wire_us = math.log2(world) * latency_us + buffer_bytes / (bandwidth_gbps * 1e3)
     return {
         "straggler_ms": {str(b): expected_wait_for_slowest_ms(quiet_ms[float(b)], dist.get_world_size())
                          for b in sizes},
         "gap_latency": ddp_gap_points(quiet_ms, real_ms, wire_us),
+        "broadcast_latency": ddp_gap_points(quiet_ms, broadcast_ms, broadcast_wire_us, base_ms=real_ms),
+        "buffer_bytes": buffer_bytes,
+        "broadcast_median_ms": {str(b): statistics.median(broadcast_ms[float(b)]) for b in sizes},
         "bytes": nbytes,
         "layers": layers,
         "wire_us": wire_us,
@@ -1755,6 +1789,7 @@ def measure_network(dist: Any, torch: Any, max_bytes: int = 4 << 20, repeats: in
         net.gaps = measure_gap_latency(dist, torch)
         net.ddp_gaps = measure_ddp_gap_latency(dist, torch, net.latency_us, net.bandwidth_gbps)
         net.gap_latency = net.ddp_gaps["gap_latency"]
+        net.broadcast_latency = net.ddp_gaps["broadcast_latency"]
         net.queued = measure_ddp_queued_latency(dist, torch)
         net.queued["issued_at_once"] = measure_queued_latency(dist, torch, world, net.bandwidth_gbps)
         net.queued_latency_us = net.queued["queued_latency_us"]

@@ -397,6 +397,8 @@ def test_a_data_parallel_row_says_what_co_running_measured_and_the_comparison_pr
                             "plain_step_ms": {"before": 2.0, "after": 2.0}, "speed_drift": None},
              "corun_note": note}
         if no_corun:
+            r["prediction"]["options"] = {"broadcast_latency": "4000:900.0"}
+            r["prediction_no_broadcast_latency"] = {"predicted_ms": 0.9, "error_pct": -10.0}
             r["prediction_no_corun"] = {"predicted_ms": no_corun, "error_pct": -5.0}
             r["prediction_blocking_gap"] = {"predicted_ms": 1.05, "error_pct": 5.0,
                                            "options": {"gap_latency": "500:1.0;1000:2.0"}}
@@ -421,6 +423,9 @@ def test_a_data_parallel_row_says_what_co_running_measured_and_the_comparison_pr
     assert "blocking" not in cnn
     assert "; with the network priced from medians (150 us, 2.50 GB/s, gap_latency 500:0.0;1000:1.0) 0.980 ms (-2.0%)" in mlp
     assert "priced from medians" not in cnn
+    assert ("; the buffer broadcast's extra (broadcast_latency, from DDP steps of the stack with a buffer) "
+            "4000:900.0, without it 0.900 ms (-10.0%)") in mlp
+    assert "broadcast_latency" not in cnn
     # Each row names the gap_latency its prediction took: data_parallel's from DDP steps.
     assert "gap_latency (us after a step of us, from DDP steps of a Linear stack) none" in mlp
 

@@ -47,10 +47,20 @@ def test_calibrate_network_measures_gloo_between_local_processes() -> None:
     assert net.queued["issued_at_once"]["queued"] == 10 and net.queued["issued_at_once"]["batch_mean_ms"] > 0
     # Its options feed the communication passes.
     # gap_latency from DDP steps holds the wait for the slowest rank: straggler_us is 0.
+    # And what DDP's broadcast of a module's buffer adds to those steps, at
+    # the same step lengths: data_parallel's broadcast_latency.
+    assert net.ddp_gaps["buffer_bytes"] == 4096
+    assert net.broadcast_latency == net.ddp_gaps["broadcast_latency"]
+    broadcast = [tuple(map(float, p.split(":"))) for p in net.broadcast_latency.split(";")]
+    assert [g for g, _ in broadcast] == [g for g, _ in points]
+    assert all(e >= 0 for _, e in broadcast) and [e for _, e in broadcast] == sorted(e for _, e in broadcast)
     assert set(net.options()) == {"latency_us", "bandwidth_gbps", "comm_cpu_share", "ddp_cpu_us",
-                                  "ddp_cpu_per_gradient_us", "gap_latency", "queued_latency_us", "straggler_us"}
+                                  "ddp_cpu_per_gradient_us", "gap_latency", "queued_latency_us", "straggler_us",
+                                  "broadcast_latency"}
     assert net.options()["straggler_us"] == 0.0
+    assert net.options()["broadcast_latency"] == net.broadcast_latency
     assert net.options("tensor_fusion")["gap_latency"] == net.gaps["gap_latency"]
+    assert "broadcast_latency" not in net.options("tensor_fusion")
     assert set(net.ddp_gaps["straggler_ms"]) == {str(b) for b in net.ddp_gaps["batches"]}
     names = {o["name"] for p in daydream.passes() if p["name"] == "data_parallel" for o in p["options"]}
     assert set(net.options()) <= names
@@ -201,6 +211,10 @@ def test_ddp_gap_points_are_what_the_all_reduce_adds_to_the_step_beyond_the_wire
     # Medians: a few slow steps leave a point where it is.
     real = {1.0: [7.0] * 8 + [30.0, 40.0], 2.0: [12.0] * 10}
     assert calibrate.ddp_gap_points(quiet, real, wire_us=2000.0) == "4000:1000.0;8000:2000.0"
+    # broadcast_latency: what the broadcasting steps add beyond the same
+    # steps that only all-reduce, at the quiet steps' lengths.
+    broadcasting = {1.0: [7.5] * 10, 2.0: [14.0] * 10}
+    assert calibrate.ddp_gap_points(quiet, broadcasting, wire_us=100.0, base_ms=real) == "4000:400.0;8000:1900.0"
 
 
 def test_ring_fit_reads_latency_and_bandwidth_off_exact_ring_times() -> None:

@@ -76,7 +76,8 @@ bool HasGpuWork(const Graph& g) {
 }
 
 // "GAP_US:EXTRA_US;..." -> points with increasing gaps. Error: a bad point.
-absl::StatusOr<std::vector<std::pair<double, double>>> ParseGapLatency(const std::string& text) {
+absl::StatusOr<std::vector<std::pair<double, double>>> ParseGapLatency(const std::string& text,
+                                                                       std::string_view option = "gap_latency") {
   std::vector<std::pair<double, double>> points;
   for (absl::string_view entry : absl::StrSplit(text, ';', absl::SkipWhitespace())) {
     const std::vector<absl::string_view> parts = absl::StrSplit(entry, ':');
@@ -86,7 +87,7 @@ absl::StatusOr<std::vector<std::pair<double, double>>> ParseGapLatency(const std
         !std::isfinite(gap) || !std::isfinite(extra) || gap <= 0 || extra < 0 || gap > 1e12 || extra > 1e9 ||
         (!points.empty() && gap <= points.back().first)) {
       return absl::InvalidArgumentError(StrCat(
-          "gap_latency: bad point '", std::string(entry),
+          option, ": bad point '", std::string(entry),
           "' (expected GAP_US:EXTRA_US, gaps > 0 and increasing, extras >= 0, points separated by ';')"));
     }
     points.emplace_back(gap, extra);
@@ -676,14 +677,32 @@ absl::StatusOr<int64_t> InsertAllReduces(Graph& graph, const AllReducePlan& plan
   return inserted;
 }
 
+// The replayed length of each iteration of `graph` (its measured span, as
+// the replay places its anchors).
+absl::StatusOr<std::vector<TimeNs>> ReplayedIterationSpans(Graph& graph) {
+  if (!graph.has_adjacency()) graph.BuildAdjacency();
+  DD_ASSIGN_OR_RETURN(const Schedule replay, Simulate(graph));
+  std::vector<TimeNs> spans;
+  for (const Iteration& it : graph.iterations) {
+    spans.push_back(replay.end_ns[static_cast<size_t>(it.end_task)] + it.end_offset_ns -
+                    (replay.start_ns[static_cast<size_t>(it.begin_task)] - it.begin_offset_ns));
+  }
+  return spans;
+}
+
 // DDP's broadcast_buffers: at the start of every forward, rank 0 broadcasts
 // the module's buffers (batch-norm running statistics), and the forward waits
 // for it. Per iteration, a broadcast of `bytes` on the plan's network, on the
-// CPU thread before its first forward task (which blocks on it). Error: an
-// iteration without a forward task on a CPU thread.
-absl::Status InsertBufferBroadcasts(Graph& graph, const AllReducePlan& plan, int64_t bytes, PassContext& context) {
+// CPU thread before its first forward task (which blocks on it), plus
+// `extra_us` after a step of the iteration's length (`spans`: as replayed
+// before the pass; broadcast_latency). Error: an iteration without a forward
+// task on a CPU thread.
+absl::Status InsertBufferBroadcasts(Graph& graph, const AllReducePlan& plan, int64_t bytes,
+                                    const std::vector<std::pair<double, double>>& extra_us,
+                                    const std::vector<TimeNs>& spans, PassContext& context) {
   GraphEditor editor(graph);
-  const TimeNs duration = CollectiveTime(Collective::kBroadcast, plan.algorithm, bytes, plan.world_size, plan.network);
+  const TimeNs wire = CollectiveTime(Collective::kBroadcast, plan.algorithm, bytes, plan.world_size, plan.network);
+  TimeNs first_duration = wire;
   const StringId name = graph.strings.Intern(StrCat("broadcast buffers (", Mb(static_cast<double>(bytes)), ")"));
   std::vector<int32_t> first_forward(graph.iterations.size(), -1);
   for (size_t t = 0; t < graph.tasks.size(); ++t) {
@@ -707,7 +726,11 @@ absl::Status InsertBufferBroadcasts(Graph& graph, const AllReducePlan& plan, int
     task.iteration = it;
     task.bytes = bytes;
     task.recorded_start_ns = graph.tasks[static_cast<size_t>(forward)].recorded_start_ns;
-    task.duration_ns = duration;
+    task.duration_ns = wire;
+    if (!extra_us.empty()) {
+      task.duration_ns += RoundNs(GapExtraUs(extra_us, static_cast<double>(spans[static_cast<size_t>(it)]) / 1e3) * 1e3);
+    }
+    if (it == 0) first_duration = task.duration_ns;
     task.name = name;
     const int32_t id = editor.AddTask(task);
     editor.InsertAfterOnResource(editor.SequentialPrev(forward), id);
@@ -716,8 +739,12 @@ absl::Status InsertBufferBroadcasts(Graph& graph, const AllReducePlan& plan, int
   }
   DD_RETURN_IF_ERROR(editor.Commit());
   context.Note(StrCat("data_parallel: DDP broadcasts ", Mb(static_cast<double>(bytes)),
-                      " of module buffers before every forward: ", static_cast<double>(duration) / 1e6,
-                      " ms per iteration, blocking"));
+                      " of module buffers before every forward: ", static_cast<double>(first_duration) / 1e6,
+                      " ms in the first iteration, blocking",
+                      extra_us.empty() ? std::string()
+                                       : StrCat(" (", static_cast<double>(wire) / 1e6,
+                                                " ms on the wire, the rest broadcast_latency's for a step of ",
+                                                static_cast<double>(spans[0]) / 1e6, " ms)")));
   return absl::OkStatus();
 }
 
@@ -788,6 +815,8 @@ class DataParallelPass : public Pass {
     }
     DD_ASSIGN_OR_RETURN(std::vector<int32_t> grads, Gradients(graph, options_.Double("gradient_mb")));
     DD_ASSIGN_OR_RETURN(AllReducePlan plan, PlanFrom(options_, graph, static_cast<int>(world), {}));
+    DD_ASSIGN_OR_RETURN(const auto broadcast_extra,
+                        ParseGapLatency(options_.String("broadcast_latency"), "broadcast_latency"));
     if (cpu_factor != 1.0) {
       // Before the all-reduces go in: their gaps (gap_latency) and queueing
       // come from a replay of the graph, which must run at the ranks' speed.
@@ -802,8 +831,15 @@ class DataParallelPass : public Pass {
       context.Note(StrCat("data_parallel: ", scaled, " CPU tasks and the framework time before them take ",
                           cpu_factor, "x as long (cpu_factor: ranks sharing the host's cores, caches and memory)"));
     }
+    // The iterations' lengths before any communication (broadcast_latency's steps).
+    std::vector<TimeNs> spans;
+    if (buffer_bytes > 0 && !broadcast_extra.empty()) {
+      DD_ASSIGN_OR_RETURN(spans, ReplayedIterationSpans(graph));
+    }
     DD_RETURN_IF_ERROR(InsertAllReduces(graph, plan, grads, context, name()).status());
-    if (buffer_bytes > 0) DD_RETURN_IF_ERROR(InsertBufferBroadcasts(graph, plan, buffer_bytes, context));
+    if (buffer_bytes > 0) {
+      DD_RETURN_IF_ERROR(InsertBufferBroadcasts(graph, plan, buffer_bytes, broadcast_extra, spans, context));
+    }
     return true;
   }
 
@@ -989,7 +1025,8 @@ PassInfo DataParallelPassInfo() {
       "time also runs on the thread that issued it, after the bucket's last gradient, and delays what that "
       "thread does next; with ddp_cpu_us and ddp_cpu_per_gradient_us, DDP's own CPU work (per iteration, and per "
       "gradient in the bucket) runs there before each bucket's all-reduce. With buffer_bytes, DDP's buffer "
-      "broadcast blocks the CPU thread before every forward. With cpu_factor, every rank's CPU work takes that "
+      "broadcast blocks the CPU thread before every forward (with broadcast_latency's extra for a step of the "
+      "iteration's length). With cpu_factor, every rank's CPU work takes that "
       "factor times as long (ranks that share a host). Sources: Daydream (ATC'20) data-parallel model, "
       "PyTorch DDP bucketing and "
       "broadcast_buffers.";
@@ -1002,6 +1039,11 @@ PassInfo DataParallelPassInfo() {
       {"buffer_bytes", OptionType::kInt, "0",
        "bytes of module buffers (batch-norm running statistics) DDP broadcasts from rank 0 before every forward "
        "(broadcast_buffers=True); the graph cannot tell them: daydream.predict sets it from the model (0: none)"},
+      {"broadcast_latency", OptionType::kString, "",
+       "extra time of the buffer broadcast after a step of the iteration's length (as replayed before the pass), "
+       "as STEP_US:EXTRA_US points separated by ';', linear between them and flat after the last: what the "
+       "broadcast adds to a DDP step beyond its wire time (on gloo, the wake-ups and the wait for the slower rank "
+       "it holds; daydream.calibrate_network measures it on DDP steps; empty: none)"},
       {"cpu_factor", OptionType::kDouble, "1",
        "time factor for the CPU work of each rank (operators, runtime calls, the framework time between them): "
        "ranks that share one host's cores, caches and memory bandwidth run slower than one process alone; "

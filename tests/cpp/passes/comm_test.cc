@@ -911,6 +911,50 @@ TEST_CASE("data_parallel with buffer_bytes broadcasts the buffers before every f
   }
 }
 
+TEST_CASE("data_parallel with broadcast_latency adds its extra for the iteration's length to each broadcast",
+          "[comm]") {
+  TrainingGraphOptions o;
+  o.gpu = false;
+  o.gpu_optimizer = false;
+  auto broadcasts = [&](const std::string& points, PassContext* context) {
+    TrainingGraph t(o);
+    OptionMap options{{"world_size", "2"}, {"network", "ethernet10"}, {"buffer_bytes", "4096"}};
+    if (!points.empty()) options["broadcast_latency"] = points;
+    REQUIRE(RunOk("data_parallel", options, t.g, context));
+    std::vector<TimeNs> out;
+    for (size_t i = 0; i < t.g.tasks.size(); ++i) {
+      if (t.g.TaskName(static_cast<int32_t>(i)).find("broadcast buffers") == 0) out.push_back(t.g.tasks[i].duration_ns);
+    }
+    return out;
+  };
+  const TimeNs wire =
+      CollectiveTime(Collective::kBroadcast, CollectiveAlgorithm::kRing, 4096, 2, *NetworkPreset("ethernet10"));
+  CHECK(broadcasts("", nullptr) == std::vector<TimeNs>{wire, wire});
+  // Flat after the last point.
+  PassContext context;
+  CHECK(broadcasts("0.001:700", &context) == std::vector<TimeNs>{wire + 700'000, wire + 700'000});
+  CHECK_THAT(context.notes.back(), Catch::Contains("broadcast_latency"));
+  // Linear between points, at the iteration's length before the pass: each
+  // iteration of the fixture replays in the same time, so a line from 0 at
+  // no step to 1000 us at twice that length gives 500 us.
+  TrainingGraph plain(o);
+  plain.g.BuildAdjacency();
+  const Schedule replay = *Simulate(plain.g);
+  const Iteration& first = plain.g.iterations[0];
+  const TimeNs span = replay.end_ns[static_cast<size_t>(first.end_task)] + first.end_offset_ns -
+                      (replay.start_ns[static_cast<size_t>(first.begin_task)] - first.begin_offset_ns);
+  REQUIRE(span > 0);
+  const std::vector<TimeNs> mid = broadcasts(StrCat(2 * span / 1000.0, ":1000"), nullptr);
+  REQUIRE(mid.size() == 2);
+  CHECK(std::abs(mid[0] - (wire + 500'000)) <= 1);
+  // A bad point is refused, naming the option.
+  TrainingGraph t(o);
+  const absl::Status s = RunError("data_parallel", {{"world_size", "2"}, {"buffer_bytes", "4096"},
+                                                    {"broadcast_latency", "5:-1"}}, t.g);
+  CHECK(s.code() == absl::StatusCode::kInvalidArgument);
+  CHECK_THAT(std::string(s.message()), Catch::Contains("broadcast_latency: bad point '5:-1'"));
+}
+
 // --- tensor_fusion ---------------------------------------------------------------------
 
 // What tensor_fusion takes off `thread` for the recorded all-reduces' CPU

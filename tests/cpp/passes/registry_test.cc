@@ -204,6 +204,7 @@ TEST_CASE("the communication passes declare the options their docs promise", "[r
                                       "gap_latency", "straggler_us", "queued_latency_us"};
   std::set<std::string> data_parallel = comm;
   data_parallel.insert("buffer_bytes");  // DDP's buffer broadcast: only a single-device graph lacks it
+  data_parallel.insert("broadcast_latency");  // and what that broadcast adds to a step
   data_parallel.insert("cpu_factor");    // ranks sharing a host: a recorded DDP step already ran among them
   std::set<std::string> tensor_fusion = comm;
   tensor_fusion.insert("recorded_cpu_wait_us");  // what the recorded all-reduces took: only a recorded step has them
