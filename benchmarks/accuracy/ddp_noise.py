@@ -18,7 +18,8 @@ buckets and nothing sent (``keep_bucket_hook``), instead, each phase with
 the training thread's wait for a core (its run-queue time, Linux schedstat);
 ``--decompose`` takes the harness's data_parallel step apart instead: the
 plain step alone and on both ranks at once, DDP with nothing to
-communicate, DDP, and DDP's all-reduces timed from issue to end; with
+communicate, DDP, and DDP's all-reduces timed from issue to end (and, for a
+model with buffers, DDP without its buffer broadcast); with
 ``--stand-in``, also stand-ins for the model with its gradient bytes and
 step time, in DDP with and without communication.
 
@@ -293,6 +294,9 @@ def decompose(a: argparse.Namespace, rank: int, dist: Any, DDP: Any, build: Any,
     extra: Dict[str, Any] = {}
     if a.stand_in:
         extra = stand_in_configs(rank, dist, DDP, adam, plain, steps["plain"], training_step)
+    if any(True for _ in plain.buffers()):  # what DDP's buffer broadcast adds (broadcast_latency)
+        no_broadcast = DDP(build(a.model), broadcast_buffers=False)
+        extra["DDP, no buffer broadcast"] = training_step(no_broadcast, x, y, loss_fn, adam(no_broadcast.parameters()))
     configs = {"plain step, rank 0 alone": steps["plain"] if rank == 0 else (lambda: None),
                "plain step, both ranks": steps["plain"],
                "DDP, no communication": steps["noop"],
