@@ -702,7 +702,6 @@ absl::Status InsertBufferBroadcasts(Graph& graph, const AllReducePlan& plan, int
                                     const std::vector<TimeNs>& spans, PassContext& context) {
   GraphEditor editor(graph);
   const TimeNs wire = CollectiveTime(Collective::kBroadcast, plan.algorithm, bytes, plan.world_size, plan.network);
-  TimeNs first_duration = wire;
   const StringId name = graph.strings.Intern(StrCat("broadcast buffers (", Mb(static_cast<double>(bytes)), ")"));
   std::vector<int32_t> first_forward(graph.iterations.size(), -1);
   for (size_t t = 0; t < graph.tasks.size(); ++t) {
@@ -730,7 +729,6 @@ absl::Status InsertBufferBroadcasts(Graph& graph, const AllReducePlan& plan, int
     if (!extra_us.empty()) {
       task.duration_ns += RoundNs(GapExtraUs(extra_us, static_cast<double>(spans[static_cast<size_t>(it)]) / 1e3) * 1e3);
     }
-    if (it == 0) first_duration = task.duration_ns;
     task.name = name;
     const int32_t id = editor.AddTask(task);
     editor.InsertAfterOnResource(editor.SequentialPrev(forward), id);
@@ -738,13 +736,18 @@ absl::Status InsertBufferBroadcasts(Graph& graph, const AllReducePlan& plan, int
     if (iteration.begin_task == forward) iteration.begin_task = id;
   }
   DD_RETURN_IF_ERROR(editor.Commit());
+  std::string extra;
+  if (!extra_us.empty() && !spans.empty()) {
+    std::vector<TimeNs> sorted = spans;
+    std::nth_element(sorted.begin(), sorted.begin() + static_cast<std::ptrdiff_t>(sorted.size() / 2), sorted.end());
+    const TimeNs median = sorted[sorted.size() / 2];
+    extra = StrCat(", plus broadcast_latency's extra for its iteration's step (",
+                   GapExtraUs(extra_us, static_cast<double>(median) / 1e3) / 1e3, " ms for the median step, ",
+                   static_cast<double>(median) / 1e6, " ms)");
+  }
   context.Note(StrCat("data_parallel: DDP broadcasts ", Mb(static_cast<double>(bytes)),
-                      " of module buffers before every forward: ", static_cast<double>(first_duration) / 1e6,
-                      " ms in the first iteration, blocking",
-                      extra_us.empty() ? std::string()
-                                       : StrCat(" (", static_cast<double>(wire) / 1e6,
-                                                " ms on the wire, the rest broadcast_latency's for a step of ",
-                                                static_cast<double>(spans[0]) / 1e6, " ms)")));
+                      " of module buffers before every forward, blocking: ", static_cast<double>(wire) / 1e6,
+                      " ms on the wire", extra));
   return absl::OkStatus();
 }
 
