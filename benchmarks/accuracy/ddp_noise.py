@@ -263,8 +263,10 @@ def decompose(a: argparse.Namespace, rank: int, dist: Any, DDP: Any, build: Any,
     barrier (the harness's baseline), the plain step on both ranks at once,
     DDP with a comm hook that returns each bucket as it is and no buffer
     broadcast (DDP's own CPU work on two ranks, no communication; run.py
-    times it too), DDP as it is, and DDP whose hook times each all-reduce
-    from its issue to its end. Rank 0's medians and means, ms."""
+    times it too), DDP as it is, DDP whose hook times each all-reduce
+    from its issue to its end, and, for a model with buffers, DDP without
+    its buffer broadcast (what the broadcast adds: data_parallel's
+    broadcast_latency). Rank 0's medians and means, ms."""
     from daydream.calibrate import keep_bucket_hook  # noqa: PLC0415
     from run import interleaved  # noqa: PLC0415
 

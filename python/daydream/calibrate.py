@@ -1585,7 +1585,7 @@ def measure_ddp_gap_latency(dist: Any, torch: Any, latency_us: float, bandwidth_
     each step length, is ``data_parallel``'s ``broadcast_latency``. On a
     2-vCPU host a broadcast of the harness's CNN buffers added 1.8-2.5 ms
     to its DDP step with gloo's threads as scheduled, 0.5 ms with them in
-    real time, where the ring model gave it one latency, 0.1-0.3 ms
+    real time, where the ring model gave it one latency, 0.1-0.5 ms
     (docs/accuracy.md).
 
     The quiet steps of the ranks do not wait for each other, the real ones
@@ -1625,10 +1625,13 @@ def measure_ddp_gap_latency(dist: Any, torch: Any, latency_us: float, bandwidth_
         torch.manual_seed(0)
         real = DistributedDataParallel(_linear_stack(torch, layers), broadcast_buffers=False)
         quiet = DistributedDataParallel(_linear_stack(torch, layers), broadcast_buffers=False)
-        # The same with a buffer DDP broadcasts before every forward.
+        # The same with a buffer DDP broadcasts from rank 0 before every
+        # forward; each rank starts with its own values, so that the
+        # broadcast can be seen to have run.
         buffered = _linear_stack(torch, layers)
-        buffered.register_buffer("stats", torch.zeros(buffer_bytes // 4))
+        buffered.register_buffer("stats", torch.full((buffer_bytes // 4,), float(dist.get_rank())))
         broadcasting = DistributedDataParallel(buffered, broadcast_buffers=True)
+        buffered.stats.fill_(float(dist.get_rank()))  # DDP's construction synced it once
     quiet.register_comm_hook(None, keep_bucket_hook)
     nbytes = sum(p.numel() * p.element_size() for p in real.parameters())
     models = {"quiet": quiet, "real": real, "broadcast": broadcasting}
@@ -1636,6 +1639,9 @@ def measure_ddp_gap_latency(dist: Any, torch: Any, latency_us: float, bandwidth_
     times: Dict[Tuple[int, str], List[float]] = {k: [] for k in steps}
     _time_in_blocks(dist, steps, times, rounds, block)
     quiet_ms, real_ms, broadcast_ms = ({float(b): times[(b, kind)] for b in sizes} for kind in models)
+    # Every rank holds rank 0's buffer: the broadcasting steps broadcast.
+    synced = torch.tensor([1 if bool((buffered.stats == 0).all()) else 0])
+    dist.all_reduce(synced, op=dist.ReduceOp.MIN)
     world = dist.get_world_size()
     wire_us = _ring_all_reduce_s(nbytes, world, latency_us, bandwidth_gbps) * 1e6
     # A broadcast on the ring model: log2(N) steps and the bytes once.
@@ -1646,6 +1652,7 @@ def measure_ddp_gap_latency(dist: Any, torch: Any, latency_us: float, bandwidth_
         "gap_latency": ddp_gap_points(quiet_ms, real_ms, wire_us),
         "broadcast_latency": ddp_gap_points(quiet_ms, broadcast_ms, broadcast_wire_us, base_ms=real_ms),
         "buffer_bytes": buffer_bytes,
+        "buffers_broadcast": bool(synced.item()),
         "broadcast_median_ms": {str(b): statistics.median(broadcast_ms[float(b)]) for b in sizes},
         "bytes": nbytes,
         "layers": layers,

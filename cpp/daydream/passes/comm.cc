@@ -797,6 +797,8 @@ class DataParallelPass : public Pass {
     const int64_t world = options_.Int("world_size");
     if (world < 1 || world > (int64_t{1} << 24)) return absl::InvalidArgumentError("world_size must be in 1..16777216");
     DD_RETURN_IF_ERROR(PlanFrom(options_, graph, static_cast<int>(world), {}).status());  // check options even if unused
+    DD_ASSIGN_OR_RETURN(const auto broadcast_extra,
+                        ParseGapLatency(options_.String("broadcast_latency"), "broadcast_latency"));
     const int64_t buffer_bytes = options_.Int("buffer_bytes");
     if (buffer_bytes < 0 || buffer_bytes > (int64_t{1} << 50)) {
       return absl::InvalidArgumentError("buffer_bytes must be in 0..2^50");
@@ -818,8 +820,6 @@ class DataParallelPass : public Pass {
     }
     DD_ASSIGN_OR_RETURN(std::vector<int32_t> grads, Gradients(graph, options_.Double("gradient_mb")));
     DD_ASSIGN_OR_RETURN(AllReducePlan plan, PlanFrom(options_, graph, static_cast<int>(world), {}));
-    DD_ASSIGN_OR_RETURN(const auto broadcast_extra,
-                        ParseGapLatency(options_.String("broadcast_latency"), "broadcast_latency"));
     if (cpu_factor != 1.0) {
       // Before the all-reduces go in: their gaps (gap_latency) and queueing
       // come from a replay of the graph, which must run at the ranks' speed.
@@ -834,7 +834,8 @@ class DataParallelPass : public Pass {
       context.Note(StrCat("data_parallel: ", scaled, " CPU tasks and the framework time before them take ",
                           cpu_factor, "x as long (cpu_factor: ranks sharing the host's cores, caches and memory)"));
     }
-    // The iterations' lengths before any communication (broadcast_latency's steps).
+    // The iterations' lengths before any communication goes in (after
+    // cpu_factor: the ranks' own steps), broadcast_latency's steps.
     std::vector<TimeNs> spans;
     if (buffer_bytes > 0 && !broadcast_extra.empty()) {
       DD_ASSIGN_OR_RETURN(spans, ReplayedIterationSpans(graph));
@@ -1043,8 +1044,9 @@ PassInfo DataParallelPassInfo() {
        "bytes of module buffers (batch-norm running statistics) DDP broadcasts from rank 0 before every forward "
        "(broadcast_buffers=True); the graph cannot tell them: daydream.predict sets it from the model (0: none)"},
       {"broadcast_latency", OptionType::kString, "",
-       "extra time of the buffer broadcast after a step of the iteration's length (as replayed before the pass), "
-       "as STEP_US:EXTRA_US points separated by ';', linear between them and flat after the last: what the "
+       "extra time of the buffer broadcast after a step of the iteration's length (as replayed before the "
+       "communication goes in, cpu_factor applied), as STEP_US:EXTRA_US points separated by ';', linear between "
+       "them, from 0 at no step, flat after the last: what the "
        "broadcast adds to a DDP step beyond its wire time (on gloo, the wake-ups and the wait for the slower rank "
        "it holds; daydream.calibrate_network measures it on DDP steps; empty: none)"},
       {"cpu_factor", OptionType::kDouble, "1",

@@ -953,6 +953,11 @@ TEST_CASE("data_parallel with broadcast_latency adds its extra for the iteration
                                                     {"broadcast_latency", "5:-1"}}, t.g);
   CHECK(s.code() == absl::StatusCode::kInvalidArgument);
   CHECK_THAT(std::string(s.message()), Catch::Contains("broadcast_latency: bad point '5:-1'"));
+  // Checked even where nothing is communicated, as the other options are.
+  TrainingGraph one(o);
+  const absl::Status alone =
+      RunError("data_parallel", {{"world_size", "1"}, {"broadcast_latency", "5:-1"}}, one.g);
+  CHECK_THAT(std::string(alone.message()), Catch::Contains("broadcast_latency: bad point"));
 }
 
 // --- tensor_fusion ---------------------------------------------------------------------
