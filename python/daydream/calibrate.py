@@ -1272,6 +1272,12 @@ def _ring_all_reduce_s(nbytes: int, world_size: int, latency_us: float, bandwidt
     return 2 * (n - 1) * latency_us * 1e-6 + 2 * (n - 1) / n * nbytes / (bandwidth_gbps * 1e9)
 
 
+def _ring_broadcast_s(nbytes: int, world_size: int, latency_us: float, bandwidth_gbps: float) -> float:
+    """The ring model's broadcast time, as the passes compute it (cost/collectives.h): log2(N) steps, the
+    bytes once."""
+    return math.log2(max(world_size, 2)) * latency_us * 1e-6 + nbytes / (bandwidth_gbps * 1e9)
+
+
 def _shared_matmul_s(dist: Any, torch: Any, a: Any) -> float:
     """Seconds per ``torch.mm(a, a)``, the slowest rank's (every rank must
     call it): the calibration loops size their compute by it, and every rank
@@ -1644,8 +1650,7 @@ def measure_ddp_gap_latency(dist: Any, torch: Any, latency_us: float, bandwidth_
     dist.all_reduce(synced, op=dist.ReduceOp.MIN)
     world = dist.get_world_size()
     wire_us = _ring_all_reduce_s(nbytes, world, latency_us, bandwidth_gbps) * 1e6
-    # A broadcast on the ring model: log2(N) steps and the bytes once.
-    broadcast_wire_us = math.log2(world) * latency_us + buffer_bytes / (bandwidth_gbps * 1e3)
+    broadcast_wire_us = _ring_broadcast_s(buffer_bytes, world, latency_us, bandwidth_gbps) * 1e6
     return {
         "straggler_ms": {str(b): expected_wait_for_slowest_ms(quiet_ms[float(b)], dist.get_world_size())
                          for b in sizes},

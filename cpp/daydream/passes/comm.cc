@@ -9,6 +9,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
+#include "daydream/base/math.h"
 #include "daydream/base/status_macros.h"
 #include "daydream/base/strings.h"
 #include "daydream/base/time.h"
@@ -423,8 +424,7 @@ absl::StatusOr<RecordedShares> RemoveRecordedCpuShares(Graph& graph, const std::
       result.removed_ns += cut;
     }
   }
-  std::nth_element(call_ns.begin(), call_ns.begin() + static_cast<std::ptrdiff_t>(call_ns.size() / 2), call_ns.end());
-  result.call_ns = call_ns[call_ns.size() / 2];  // issues is not empty
+  result.call_ns = MedianOf(std::move(call_ns));  // issues is not empty
   return result;
 }
 
@@ -677,16 +677,12 @@ absl::StatusOr<int64_t> InsertAllReduces(Graph& graph, const AllReducePlan& plan
   return inserted;
 }
 
-// The replayed length of each iteration of `graph` (its measured span, as
-// the replay places its anchors).
+// The replayed length of each iteration of `graph`.
 absl::StatusOr<std::vector<TimeNs>> ReplayedIterationSpans(Graph& graph) {
   if (!graph.has_adjacency()) graph.BuildAdjacency();
   DD_ASSIGN_OR_RETURN(const Schedule replay, Simulate(graph));
   std::vector<TimeNs> spans;
-  for (const Iteration& it : graph.iterations) {
-    spans.push_back(replay.end_ns[static_cast<size_t>(it.end_task)] + it.end_offset_ns -
-                    (replay.start_ns[static_cast<size_t>(it.begin_task)] - it.begin_offset_ns));
-  }
+  for (const Iteration& it : graph.iterations) spans.push_back(IterationEndNs(replay, it) - IterationBeginNs(replay, it));
   return spans;
 }
 
@@ -738,9 +734,7 @@ absl::Status InsertBufferBroadcasts(Graph& graph, const AllReducePlan& plan, int
   DD_RETURN_IF_ERROR(editor.Commit());
   std::string extra;
   if (!extra_us.empty() && !spans.empty()) {
-    std::vector<TimeNs> sorted = spans;
-    std::nth_element(sorted.begin(), sorted.begin() + static_cast<std::ptrdiff_t>(sorted.size() / 2), sorted.end());
-    const TimeNs median = sorted[sorted.size() / 2];
+    const TimeNs median = MedianOf(spans);
     extra = StrCat(", plus broadcast_latency's extra for its iteration's step (",
                    GapExtraUs(extra_us, static_cast<double>(median) / 1e3) / 1e3, " ms for the median step, ",
                    static_cast<double>(median) / 1e6, " ms)");

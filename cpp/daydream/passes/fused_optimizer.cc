@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "daydream/base/math.h"
 #include "daydream/base/status_macros.h"
 #include "daydream/base/strings.h"
 #include "daydream/base/time.h"
@@ -80,14 +81,6 @@ std::string Us(double ns) {
   char buf[32];
   std::snprintf(buf, sizeof(buf), "%.1f us", ns / 1e3);
   return buf;
-}
-
-template <typename T>
-T MedianOf(std::vector<T> v) {
-  if (v.empty()) return T{};
-  auto mid = v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2);
-  std::nth_element(v.begin(), mid, v.end());
-  return *mid;
 }
 
 // Names of operators and kernels that are already a fused optimizer step:

@@ -191,8 +191,8 @@ ReplayReport MakeReplayReport(const Graph& graph, const Schedule& schedule) {
       IterationReplay it;
       it.name = std::string(graph.Str(iter.name));
       it.measured_ns = iter.measured_ns;
-      it.begin_ns = schedule.start_ns[static_cast<size_t>(iter.begin_task)] - iter.begin_offset_ns;
-      it.end_ns = schedule.end_ns[static_cast<size_t>(iter.end_task)] + iter.end_offset_ns;
+      it.begin_ns = IterationBeginNs(schedule, iter);
+      it.end_ns = IterationEndNs(schedule, iter);
       it.replayed_ns = it.end_ns - it.begin_ns;
       it.error_pct = ErrorPct(it.replayed_ns, it.measured_ns);
       errors.push_back(std::fabs(it.error_pct));

@@ -38,6 +38,16 @@ struct Schedule {
   int32_t last_task = -1;        // the task that ends last
 };
 
+// Where `schedule` places iteration `it` of its graph: from its begin task's
+// start, less its begin offset, to its end task's end, plus its end offset
+// (the span the graph's iteration measured).
+inline TimeNs IterationBeginNs(const Schedule& schedule, const Iteration& it) {
+  return schedule.start_ns[static_cast<size_t>(it.begin_task)] - it.begin_offset_ns;
+}
+inline TimeNs IterationEndNs(const Schedule& schedule, const Iteration& it) {
+  return schedule.end_ns[static_cast<size_t>(it.end_task)] + it.end_offset_ns;
+}
+
 // Replays `graph`, whose adjacency must be current (Graph::BuildAdjacency).
 // Errors: stale adjacency; a graph whose edges can never all be satisfied
 // (deadlock), named by the first task that never finished.

@@ -629,6 +629,8 @@ class KinetoParser {
   // (a window's '[') and room for a ']' and simdjson's padding after it.
 
   int64_t Global(size_t i) const { return buf_origin_ + static_cast<int64_t>(i); }
+  // ReadOptions::window_bytes, at least 64.
+  size_t WindowBytes() const { return std::max<size_t>(options_.window_bytes, 64); }
 
   // How far a parse one window at a time would have read: a Fill(want) not
   // ahead reads to begin_ + want. The windows are cut within it.
@@ -661,7 +663,7 @@ class KinetoParser {
     }
     const size_t reserve_after = 2 + JsonPadding();  // a window's "] " and simdjson's padding
     // Reads stop at a window's worth (or `want`) of unread text.
-    const size_t limit = std::max(want, std::max<size_t>(options_.window_bytes, 64));
+    const size_t limit = std::max(want, WindowBytes());
     while (end_ - begin_ < want && !eof_) {
       if (end_ + reserve_after >= buf_.size()) {  // grow with the data, not to `limit` at once
         const size_t grown = std::min(std::max<size_t>(2 * buf_.size(), size_t{1} << 16), 1 + limit + reserve_after);
@@ -905,7 +907,7 @@ class KinetoParser {
     ReserveHugePages(trace_.events, room);
     trace_.details.reserve(room);
     trace_.flows.reserve(room);
-    size_t window = std::max<size_t>(options_.window_bytes, 64);
+    size_t window = WindowBytes();
     size_t pair_window = std::max<size_t>(options_.parallel_window_bytes, 64);  // each of two at a time
     // A window that holds no whole event (nor a cut) is tried again twice
     // as long, and windows of its kind stay that long after it; of both
@@ -1334,7 +1336,7 @@ class KinetoParser {
   // cut inside an event (see FindLineCut) leaves the walk there, and
   // On-Demand reads that event whole.
   size_t WalkWindowChunks(char* data, size_t text_end) {
-    const size_t chunk = std::max<size_t>(options_.window_bytes, 64);
+    const size_t chunk = WindowBytes();
     while (true) {
       size_t cut = text_end;
       if (text_end - begin_ > chunk) {
@@ -1430,7 +1432,7 @@ class KinetoParser {
     if (ahead.empty()) return;
     const uint64_t base = total_read_;  // the input offset of ahead[0]
     prefetched_ = std::max(prefetched_, base);
-    const uint64_t stop = base + std::min<uint64_t>(ahead.size(), std::max<size_t>(options_.window_bytes, 64));
+    const uint64_t stop = base + std::min<uint64_t>(ahead.size(), WindowBytes());
     for (const uint64_t to = std::min<uint64_t>(prefetched_ + bytes, stop); prefetched_ < to; prefetched_ += 64) {
       __builtin_prefetch(ahead.data() + (prefetched_ - base));
     }
