@@ -940,9 +940,7 @@ TEST_CASE("data_parallel with broadcast_latency adds its extra for the iteration
   TrainingGraph plain(o);
   plain.g.BuildAdjacency();
   const Schedule replay = *Simulate(plain.g);
-  const Iteration& first = plain.g.iterations[0];
-  const TimeNs span = replay.end_ns[static_cast<size_t>(first.end_task)] + first.end_offset_ns -
-                      (replay.start_ns[static_cast<size_t>(first.begin_task)] - first.begin_offset_ns);
+  const TimeNs span = IterationEndNs(replay, plain.g.iterations[0]) - IterationBeginNs(replay, plain.g.iterations[0]);
   REQUIRE(span > 0);
   const std::vector<TimeNs> mid = broadcasts(StrCat(2 * span / 1000.0, ":1000"), nullptr);
   REQUIRE(mid.size() == 2);
