@@ -171,6 +171,53 @@ TEST_CASE("Validate reports a broken invariant anywhere before a time out of ran
   }
 }
 
+TEST_CASE("Validate's quick pass misses no failure of a task or an edge", "[graph][errors]") {
+  // A graph that passes is read once without a branch per check; any one
+  // failure must still reach the loops that name it, in every mode.
+  using Edit = void (*)(Graph&);
+  const std::vector<std::pair<Edit, std::string>> cases = {
+      {[](Graph& g) { g.tasks[1].name = 99; }, "task 1: name id 99 out of range"},
+      {[](Graph& g) { g.tasks[1].name = -1; }, "task 1: name id -1 out of range"},
+      {[](Graph& g) { g.tasks[1].resource = -1; }, "task 1 (b): resource -1 does not exist (2 resources)"},
+      {[](Graph& g) { g.tasks[1].gap_ns = -1; }, "task 1 (b): negative duration or gap"},
+      {[](Graph& g) { g.tasks[1].layer = -2; }, "task 1: layer -2 does not exist"},
+      {[](Graph& g) { g.tasks[1].layer = 1; }, "task 1: layer 1 does not exist"},
+      {[](Graph& g) { g.tasks[1].iteration = 1; }, "task 1: iteration 1 does not exist (1 iterations)"},
+      {[](Graph& g) { g.tasks[1].iteration = -2; }, "task 1: iteration -2 does not exist (1 iterations)"},
+      {[](Graph& g) { g.tasks[1].kind = static_cast<TaskKind>(kNumTaskKinds); }, "task 1: unknown kind or phase"},
+      {[](Graph& g) { g.tasks[1].phase = static_cast<Phase>(kNumPhases); }, "task 1: unknown kind or phase"},
+      {[](Graph& g) { g.tasks[1].bytes = kMaxBytes + 1; }, "task 1 (b): sizes this large"},
+      {[](Graph& g) { g.tasks[1].gap_ns = kMaxTimeNs; }, "task 1 (b): times this large"},
+      {[](Graph& g) { g.tasks[1].recorded_start_ns = -kMaxTimeNs; }, "task 1 (b): times this large"},
+      {[](Graph& g) { g.tasks[1].recorded_start_ns = kMaxTimeNs - 1; }, "task 1 (b): times this large"},  // its end
+      {[](Graph& g) { g.tasks[1].duration_ns = kMaxTimeNs - 1; }, "the tasks' durations and gaps together"},
+      {[](Graph& g) { g.edges[1].to = 3; }, "edge 1 (launch): dangling end 1 -> 3 (3 tasks)"},
+      {[](Graph& g) { g.edges[1].from = -1; }, "edge 1 (launch): dangling end -1 -> 2 (3 tasks)"},
+      {[](Graph& g) { g.edges[1].to = 1; }, "edge 1: task 1 depends on itself"},
+      {[](Graph& g) { g.edges[1].lag_ns = -1; }, "edge 1: negative lag"},
+      {[](Graph& g) { g.edges[1].kind = EdgeKind::kUnspecified; }, "edge 1: kind unspecified"},
+      {[](Graph& g) { g.edges[1].lag_ns = kMaxTimeNs; }, "edge 1's lag: times this large"},
+      {[](Graph& g) { g.edges[1].lag_ns = kMaxTimeNs - 1; }, "the tasks' durations, gaps and edge lags together"},
+  };
+  for (const auto& [edit, message] : cases) {
+    Fixture f;
+    const int32_t a = f.Add("a", f.cpu, 10);
+    const int32_t b = f.Add("b", f.cpu, 10);
+    const int32_t k = f.Add("k", f.gpu, 10, TaskKind::kKernel);
+    f.g.AddEdge(a, b, EdgeKind::kSequential);
+    f.g.AddEdge(b, k, EdgeKind::kLaunch, 5);
+    f.g.AddLayer(Layer{f.g.strings.Intern("fc"), -1});
+    f.g.iterations.push_back(Iteration{f.g.strings.Intern("ProfilerStep#1"), a, k, 0, 0, 100, 0});
+    REQUIRE(f.g.Validate().ok());
+    REQUIRE(f.g.ValidateEdited(true).ok());
+    edit(f.g);
+    INFO(message);
+    CHECK_THAT(Msg(f.g.Validate()), Catch::StartsWith(message));
+    CHECK_THAT(Msg(f.g.ValidateAllButCycles()), Catch::StartsWith(message));
+    CHECK_THAT(Msg(f.g.ValidateEdited(true)), Catch::StartsWith(message));
+  }
+}
+
 TEST_CASE("ValidateEdited adds the resource chains, reported after every other error", "[graph][errors]") {
   Fixture f;
   const int32_t a = f.Add("a", f.cpu, 1);
