@@ -6,7 +6,9 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <cstdint>
 #include <iterator>
+#include <utility>
 #include <vector>
 
 namespace daydream {
@@ -44,6 +46,53 @@ void SortRuns(It first, It last, Less less) {
 template <typename T, typename Less>
 void SortRuns(std::vector<T>& v, Less less) {
   SortRuns(v.begin(), v.end(), less);
+}
+
+// The order of `v` by `less` (a strict weak order), as indexes into it in
+// *order, the elements left where they are: for large elements read once
+// in that order, cheaper than moving them. The maximal non-descending runs
+// are merged through a heap of their heads, a run's elements taken while
+// they come before every other head, so R runs cost O(n log R) and one
+// pass over `v`; input with many runs (more than one per 32 elements) is
+// ordered with std::sort instead. Not stable, as SortRuns.
+template <typename T, typename Less>
+void MergedOrder(const std::vector<T>& v, Less less, std::vector<int32_t>* order) {
+  const size_t n = v.size();
+  order->clear();
+  order->reserve(n);
+  std::vector<std::pair<size_t, size_t>> heads;  // a run's next element and its end
+  size_t start = 0;
+  for (size_t i = 1; i <= n; ++i) {
+    if (i == n || less(v[i], v[i - 1])) {
+      heads.emplace_back(start, i);
+      start = i;
+      if (heads.size() > n / 32 + 1) {
+        order->resize(n);
+        for (size_t k = 0; k < n; ++k) (*order)[k] = static_cast<int32_t>(k);
+        std::sort(order->begin(), order->end(), [&](int32_t a, int32_t b) {
+          return less(v[static_cast<size_t>(a)], v[static_cast<size_t>(b)]);
+        });
+        return;
+      }
+    }
+  }
+  auto later = [&](const std::pair<size_t, size_t>& a, const std::pair<size_t, size_t>& b) {
+    return less(v[b.first], v[a.first]);
+  };
+  std::make_heap(heads.begin(), heads.end(), later);
+  while (!heads.empty()) {
+    std::pop_heap(heads.begin(), heads.end(), later);
+    auto& [at, end] = heads.back();
+    const T* next = heads.size() > 1 ? &v[heads.front().first] : nullptr;
+    do {
+      order->push_back(static_cast<int32_t>(at));
+    } while (++at < end && (next == nullptr || !less(*next, v[at])));
+    if (at < end) {
+      std::push_heap(heads.begin(), heads.end(), later);
+    } else {
+      heads.pop_back();
+    }
+  }
 }
 
 }  // namespace daydream

@@ -669,13 +669,16 @@ class Builder {
 
   // Orders tasks by recorded start (ties by trace order) and creates them.
   void CreateTasks() {
-    SortRuns(pending_, [](const Pending& a, const Pending& b) {
+    // The pending tasks are a few runs in start order (each thread's, each
+    // stream's): read in merged order rather than moved into it.
+    std::vector<int32_t> order;
+    MergedOrder(pending_, [](const Pending& a, const Pending& b) {
       if (a.start != b.start) return a.start < b.start;
       // An operator's own work after a zero-length child at its start.
       if (a.self_time != b.self_time) return b.self_time;
       return a.event < b.event;
-    });
-    origin_ = pending_.front().start;
+    }, &order);
+    origin_ = pending_[static_cast<size_t>(order.front())].start;
     graph_.origin_ns = origin_;
     ReserveHugePages(graph_.tasks, pending_.size());
     ReserveHugePages(start_, pending_.size());
@@ -692,10 +695,12 @@ class Builder {
     // before it (or after the origin) is set here, while the task is being
     // written, not by another pass over the (large) tasks.
     std::vector<int32_t> last_on_thread(graph_.resources.size(), kNone);
-    for (size_t i = 0; i < pending_.size(); ++i) {
+    for (size_t i = 0; i < order.size(); ++i) {
       // Tasks come in start order, events in file order: fetch ahead.
-      if (i + kPrefetchAhead < pending_.size()) PrefetchEvent(pending_[i + kPrefetchAhead].event);
-      const Pending& p = pending_[i];
+      if (i + kPrefetchAhead < order.size()) {
+        PrefetchEvent(pending_[static_cast<size_t>(order[i + kPrefetchAhead])].event);
+      }
+      const Pending& p = pending_[static_cast<size_t>(order[i])];
       const TraceEvent& ev = Ev(p.event);
       Task task;
       task.recorded_start_ns = p.start;

@@ -22,22 +22,29 @@ std::vector<Item> Numbered(const std::vector<int32_t>& keys) {
   return items;
 }
 
+// SortRuns, and the order MergedOrder gives without moving the items.
 void CheckSortsLikeStdSort(const std::vector<int32_t>& keys) {
   std::vector<Item> got = Numbered(keys), want = got;
   SortRuns(got, std::less<Item>());
   std::sort(want.begin(), want.end());
   CHECK(got == want);
+  const std::vector<Item> items = Numbered(keys);
+  std::vector<int32_t> order = {42};  // replaced
+  MergedOrder(items, std::less<Item>(), &order);
+  std::vector<Item> ordered;
+  for (int32_t i : order) ordered.push_back(items[static_cast<size_t>(i)]);
+  CHECK(ordered == want);
 }
 
 }  // namespace
 
-TEST_CASE("SortRuns sorts empty, single and already sorted input", "[sort]") {
+TEST_CASE("SortRuns and MergedOrder order empty, single and already sorted input", "[sort]") {
   CheckSortsLikeStdSort({});
   CheckSortsLikeStdSort({5});
   CheckSortsLikeStdSort({1, 2, 2, 3, 9});
 }
 
-TEST_CASE("SortRuns merges a few ascending runs, equal keys across runs included", "[sort]") {
+TEST_CASE("SortRuns and MergedOrder merge a few ascending runs, equal keys across runs included", "[sort]") {
   CheckSortsLikeStdSort({1, 4, 7, 2, 5, 8, 0, 3, 6, 9, 4, 4});
   // Concatenated sorted lists of different lengths (an odd number of runs).
   std::vector<int32_t> keys;
@@ -54,7 +61,7 @@ TEST_CASE("SortRuns merges a few ascending runs, equal keys across runs included
   CheckSortsLikeStdSort(near);
 }
 
-TEST_CASE("SortRuns sorts input of many runs (the std::sort fallback)", "[sort]") {
+TEST_CASE("SortRuns and MergedOrder order input of many runs (the std::sort fallback)", "[sort]") {
   std::mt19937 rng(7);
   std::uniform_int_distribution<int32_t> key(0, 50);
   for (int n : {2, 3, 31, 64, 1000}) {
@@ -66,4 +73,21 @@ TEST_CASE("SortRuns sorts input of many runs (the std::sort fallback)", "[sort]"
   std::vector<int32_t> descending(300);
   for (size_t i = 0; i < descending.size(); ++i) descending[i] = static_cast<int32_t>(300 - i);
   CheckSortsLikeStdSort(descending);
+}
+
+TEST_CASE("MergedOrder takes a run's elements while they come before every other run's head", "[sort]") {
+  // Two runs that interleave in bursts, ties between runs broken by position.
+  const std::vector<Item> items = {{1, 0}, {2, 1}, {3, 2}, {7, 3}, {8, 4}, {0, 5}, {3, 6}, {4, 7}, {9, 8}};
+  std::vector<int32_t> order;
+  MergedOrder(items, std::less<Item>(), &order);
+  CHECK(order == std::vector<int32_t>{5, 0, 1, 2, 6, 7, 3, 4, 8});
+  // Only the keys compared: equal keys in either run's order, each once.
+  const std::vector<int32_t> keys = {1, 2, 2, 1, 2, 3};
+  MergedOrder(keys, std::less<int32_t>(), &order);
+  std::vector<int32_t> ordered;
+  for (int32_t i : order) ordered.push_back(keys[static_cast<size_t>(i)]);
+  CHECK(ordered == std::vector<int32_t>{1, 1, 2, 2, 2, 3});
+  std::vector<int32_t> seen = order;
+  std::sort(seen.begin(), seen.end());
+  CHECK(seen == std::vector<int32_t>{0, 1, 2, 3, 4, 5});
 }
