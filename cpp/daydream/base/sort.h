@@ -54,7 +54,8 @@ void SortRuns(std::vector<T>& v, Less less) {
 // are merged through a heap of their heads, a run's elements taken while
 // they come before every other head, so R runs cost O(n log R) and one
 // pass over `v`; input with many runs (more than one per 32 elements) is
-// ordered with std::sort instead. Not stable, as SortRuns.
+// ordered with std::sort instead. Not stable, as SortRuns. `v` holds fewer
+// than 2^31 elements (the indexes are int32_t, as the graph's ids).
 template <typename T, typename Less>
 void MergedOrder(const std::vector<T>& v, Less less, std::vector<int32_t>* order) {
   const size_t n = v.size();

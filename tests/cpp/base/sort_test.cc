@@ -76,18 +76,29 @@ TEST_CASE("SortRuns and MergedOrder order input of many runs (the std::sort fall
 }
 
 TEST_CASE("MergedOrder takes a run's elements while they come before every other run's head", "[sort]") {
-  // Two runs that interleave in bursts, ties between runs broken by position.
-  const std::vector<Item> items = {{1, 0}, {2, 1}, {3, 2}, {7, 3}, {8, 4}, {0, 5}, {3, 6}, {4, 7}, {9, 8}};
+  // Three runs of 40 (few enough runs for the heap merge, not the std::sort
+  // fallback) that interleave in bursts and share keys: only the keys are
+  // compared, so equal keys come in any run's order, each index once.
+  std::vector<int32_t> keys;
+  for (int run = 0; run < 3; ++run) {
+    for (int i = 0; i < 40; ++i) keys.push_back((i / 4) * 3 + run % 2);  // 0,0,0,0,3,3,...
+  }
   std::vector<int32_t> order;
-  MergedOrder(items, std::less<Item>(), &order);
-  CHECK(order == std::vector<int32_t>{5, 0, 1, 2, 6, 7, 3, 4, 8});
-  // Only the keys compared: equal keys in either run's order, each once.
-  const std::vector<int32_t> keys = {1, 2, 2, 1, 2, 3};
   MergedOrder(keys, std::less<int32_t>(), &order);
-  std::vector<int32_t> ordered;
+  REQUIRE(order.size() == keys.size());
+  std::vector<int32_t> ordered, seen = order;
   for (int32_t i : order) ordered.push_back(keys[static_cast<size_t>(i)]);
-  CHECK(ordered == std::vector<int32_t>{1, 1, 2, 2, 2, 3});
-  std::vector<int32_t> seen = order;
+  std::vector<int32_t> want = keys;
+  std::sort(want.begin(), want.end());
+  CHECK(ordered == want);
   std::sort(seen.begin(), seen.end());
-  CHECK(seen == std::vector<int32_t>{0, 1, 2, 3, 4, 5});
+  for (size_t i = 0; i < seen.size(); ++i) CHECK(seen[i] == static_cast<int32_t>(i));
+  // Ties between runs broken by position: the one order there is.
+  const std::vector<Item> items = Numbered(keys);
+  MergedOrder(items, std::less<Item>(), &order);
+  std::vector<int32_t> by_position(keys.size());
+  for (size_t i = 0; i < by_position.size(); ++i) by_position[i] = static_cast<int32_t>(i);
+  std::stable_sort(by_position.begin(), by_position.end(),
+                   [&](int32_t x, int32_t y) { return keys[static_cast<size_t>(x)] < keys[static_cast<size_t>(y)]; });
+  CHECK(order == by_position);
 }

@@ -172,14 +172,18 @@ TEST_CASE("Validate reports a broken invariant anywhere before a time out of ran
 }
 
 TEST_CASE("Validate's quick pass misses no failure of a task or an edge", "[graph][errors]") {
-  // A graph that passes is read once without a branch per check; any one
-  // failure must still reach the loops that name it, in every mode.
+  // A graph that passes is read once without a message or an early exit per
+  // check; any one failure must still reach the loops that name it, in
+  // every mode.
   using Edit = void (*)(Graph&);
   const std::vector<std::pair<Edit, std::string>> cases = {
       {[](Graph& g) { g.tasks[1].name = 99; }, "task 1: name id 99 out of range"},
       {[](Graph& g) { g.tasks[1].name = -1; }, "task 1: name id -1 out of range"},
+      {[](Graph& g) { g.tasks[1].name = static_cast<StringId>(g.strings.size()); }, "task 1: name id "},
+      {[](Graph& g) { g.tasks[1].resource = 2; }, "task 1 (b): resource 2 does not exist (2 resources)"},
       {[](Graph& g) { g.tasks[1].resource = -1; }, "task 1 (b): resource -1 does not exist (2 resources)"},
       {[](Graph& g) { g.tasks[1].gap_ns = -1; }, "task 1 (b): negative duration or gap"},
+      {[](Graph& g) { g.tasks[1].duration_ns = -1; }, "task 1 (b): negative duration or gap"},
       {[](Graph& g) { g.tasks[1].layer = -2; }, "task 1: layer -2 does not exist"},
       {[](Graph& g) { g.tasks[1].layer = 1; }, "task 1: layer 1 does not exist"},
       {[](Graph& g) { g.tasks[1].iteration = 1; }, "task 1: iteration 1 does not exist (1 iterations)"},
@@ -193,6 +197,8 @@ TEST_CASE("Validate's quick pass misses no failure of a task or an edge", "[grap
       {[](Graph& g) { g.tasks[1].duration_ns = kMaxTimeNs - 1; }, "the tasks' durations and gaps together"},
       {[](Graph& g) { g.edges[1].to = 3; }, "edge 1 (launch): dangling end 1 -> 3 (3 tasks)"},
       {[](Graph& g) { g.edges[1].from = -1; }, "edge 1 (launch): dangling end -1 -> 2 (3 tasks)"},
+      {[](Graph& g) { g.edges[1].from = 3; }, "edge 1 (launch): dangling end 3 -> 2 (3 tasks)"},
+      {[](Graph& g) { g.edges[1].to = -1; }, "edge 1 (launch): dangling end 1 -> -1 (3 tasks)"},
       {[](Graph& g) { g.edges[1].to = 1; }, "edge 1: task 1 depends on itself"},
       {[](Graph& g) { g.edges[1].lag_ns = -1; }, "edge 1: negative lag"},
       {[](Graph& g) { g.edges[1].kind = EdgeKind::kUnspecified; }, "edge 1: kind unspecified"},
@@ -216,6 +222,13 @@ TEST_CASE("Validate's quick pass misses no failure of a task or an edge", "[grap
     CHECK_THAT(Msg(f.g.ValidateAllButCycles()), Catch::StartsWith(message));
     CHECK_THAT(Msg(f.g.ValidateEdited(true)), Catch::StartsWith(message));
   }
+  // What the quick pass summed carries over to the iterations' offsets.
+  Fixture f;
+  const int32_t a = f.Add("a", f.cpu, kMaxTimeNs / 2);
+  f.g.iterations.push_back(Iteration{f.g.strings.Intern("ProfilerStep#1"), a, a, 0, kMaxTimeNs / 2, 1, 0});
+  CHECK(f.g.Validate().ok());
+  f.g.iterations[0].end_offset_ns = kMaxTimeNs / 2 + 1;
+  CHECK_THAT(Msg(f.g.Validate()), Catch::StartsWith("the durations, gaps, lags and iteration offsets together"));
 }
 
 TEST_CASE("ValidateEdited adds the resource chains, reported after every other error", "[graph][errors]") {
