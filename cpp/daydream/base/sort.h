@@ -13,6 +13,10 @@
 
 namespace daydream {
 
+// Whether `runs` maximal runs among `n` elements are too many to merge (more
+// than one per 32 elements): SortRuns and MergedOrder then use std::sort.
+inline bool TooManyRuns(size_t runs, size_t n) { return runs > n / 32 + 1; }
+
 // Sorts [first, last) by `less` (a strict weak order). Finds the maximal
 // non-descending runs and merges them pairwise, so input of R runs costs
 // O(n log R): one pass when it is sorted already. Input with many runs (more
@@ -27,7 +31,7 @@ void SortRuns(It first, It last, Less less) {
   for (Diff i = 1; i < n; ++i) {
     if (less(first[i], first[i - 1])) {
       bounds.push_back(i);
-      if (static_cast<Diff>(bounds.size()) > n / 32 + 1) {
+      if (TooManyRuns(bounds.size(), static_cast<size_t>(n))) {
         std::sort(first, last, less);
         return;
       }
@@ -67,7 +71,7 @@ void MergedOrder(const std::vector<T>& v, Less less, std::vector<int32_t>* order
     if (i == n || less(v[i], v[i - 1])) {
       heads.emplace_back(start, i);
       start = i;
-      if (heads.size() > n / 32 + 1) {
+      if (TooManyRuns(heads.size(), n)) {
         order->resize(n);
         for (size_t k = 0; k < n; ++k) (*order)[k] = static_cast<int32_t>(k);
         std::sort(order->begin(), order->end(), [&](int32_t a, int32_t b) {

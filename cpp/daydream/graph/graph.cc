@@ -214,8 +214,9 @@ class RangeCheck {
   // failed: no message, no early exit, no failure kept (the usual loops,
   // which stop at the first failure and say what it is, run only when
   // something fails). True when nothing fails, and this check then holds
-  // what Task and Edge would have left in it; false leaves it as it was. `resource_of` (when not null) gets each task's resource,
-  // and `chains` (when not null) each edge whose ends exist.
+  // what Task and Edge would have left in it; false leaves it as it was.
+  // `resource_of` (when not null) gets each task's resource, and `chains`
+  // (when not null) each edge whose ends exist.
   bool AllPass(int32_t* resource_of, ChainCheck* chains) {
     const std::vector<daydream::Task>& tasks = g_.tasks;
     const auto n = static_cast<uint64_t>(tasks.size());

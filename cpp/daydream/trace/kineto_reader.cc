@@ -1200,7 +1200,6 @@ class KinetoParser {
     indexed_events_ += h.indexed_events_;
   }
 
-  // Parses the events in buf_[begin_, text_end) as the array "[" text "]".
   // Closes the text of events ending at `at` as an array in place: a ']'
   // and a space after it (simdjson checks a document for balance, a scan of
   // all of it, when the byte after it is a ']'); the two bytes are put back
@@ -1220,6 +1219,7 @@ class KinetoParser {
     char saved_[2];
   };
 
+  // Parses the events in buf_[begin_, text_end) as the array "[" text "]".
   absl::StatusOr<WindowEnd> ParseWindow(size_t text_end, bool final) {
     char* const data = buf_.data();
     const CloseInPlace close(data + text_end);
