@@ -54,6 +54,14 @@ std::vector<OptionSpec> NetworkOptions() {
        "iteration still runs (from a replay of the graph before the pass): where collectives run on CPU threads "
        "(gloo), queued ones find the threads awake and cost less than the first, and pay no gap_latency "
        "(measured by daydream.calibrate_network on gloo; -1: latency_us for every all-reduce)"},
+      {"bucket_cpu_latency", OptionType::kString, "",
+       "where collectives run on threads that share the computing cores (gloo on CPU ranks with no spare core), "
+       "every all-reduce's latency is paid by the CPU thread that issues it, the network taking only its "
+       "bandwidth term: the iteration's first all-reduce's at the network's latency plus gap_latency, each later "
+       "one's as GAP_US:US points (as for gap_latency; the gap is the compute since the bucket before it was "
+       "ready), and none is priced as queued. daydream.calibrate_network measures the points on gloo from DDP "
+       "steps of a Linear stack in one bucket and in one per layer, at several batch sizes (empty: the "
+       "latencies on the network)"},
       {"straggler_us", OptionType::kDouble, "0",
        "expected wait per iteration for the slowest rank, in microseconds, added to the iteration's first "
        "all-reduce: the expected maximum of world_size ranks' step times less their mean (daydream.predict sets "
@@ -474,9 +482,11 @@ absl::StatusOr<int64_t> InsertAllReduces(Graph& graph, const AllReducePlan& plan
   // gap_latency's gaps and the queued all-reduces come from a replay before
   // any edit (task ids stay valid while the editor adds tasks, until Commit).
   const bool queueing = plan.queued_alpha_s >= 0;
-  const bool replayed = !plan.gap_latency.empty() || queueing;
+  const bool replayed = !plan.gap_latency.empty() || queueing || !plan.bucket_cpu_latency.empty();
   NetworkModel queued_network = plan.network;
   if (queueing) queued_network.alpha_s = plan.queued_alpha_s;
+  NetworkModel bandwidth_only = plan.network;  // bucket_cpu_latency's all-reduces
+  bandwidth_only.alpha_s = 0;
   Schedule replay;
   if (replayed) {
     if (!graph.has_adjacency()) graph.BuildAdjacency();
@@ -558,21 +568,29 @@ absl::StatusOr<int64_t> InsertAllReduces(Graph& graph, const AllReducePlan& plan
       task.iteration = it;
       task.bytes = bytes;
       task.recorded_start_ns = ready_order;
-      const bool queued = queueing && ready[b] < channel_free;
+      const double gap_us = static_cast<double>(std::max<TimeNs>(gap_ns[b], 0)) / 1e3;
+      // With bucket_cpu_latency the issuing thread pays each all-reduce's
+      // latency and the network only its bandwidth term: the first's at the
+      // network's latency and gap_latency, each later one's at its gap.
+      const bool on_thread = !plan.bucket_cpu_latency.empty();
+      const bool queued = !on_thread && queueing && ready[b] < channel_free;
       const TimeNs wire = CollectiveTime(Collective::kAllReduce, plan.algorithm, bytes, plan.world_size,
-                                         queued ? queued_network : plan.network);
-      const TimeNs gap_extra =
-          queued ? 0
-                 : RoundNs(GapExtraUs(plan.gap_latency, static_cast<double>(std::max<TimeNs>(gap_ns[b], 0)) / 1e3) *
-                           1e3);
+                                         on_thread ? bandwidth_only : queued ? queued_network : plan.network);
+      const TimeNs gap_extra = queued || (on_thread && b > 0) ? 0 : RoundNs(GapExtraUs(plan.gap_latency, gap_us) * 1e3);
+      TimeNs thread_latency = 0;
+      if (on_thread) {
+        thread_latency = b > 0 ? RoundNs(GapExtraUs(plan.bucket_cpu_latency, gap_us) * 1e3)
+                               : CollectiveTime(Collective::kAllReduce, plan.algorithm, bytes, plan.world_size,
+                                                plan.network) - wire + gap_extra;
+      }
       // The iteration's first all-reduce also waits for the slowest rank.
       const TimeNs straggler = b == 0 ? RoundNs(plan.straggler_us * 1e3) : 0;
-      task.duration_ns = wire + gap_extra + straggler;
+      task.duration_ns = wire + (on_thread ? 0 : gap_extra) + straggler;
       if (replayed) channel_free = std::max(ready[b], channel_free) + task.duration_ns;
       task.name = graph.strings.Intern(StrCat("all_reduce bucket ", b, " (", Mb(static_cast<double>(bytes)), ")"));
       if (report) {
         report_bytes += bytes;
-        report_time += task.duration_ns;
+        report_time += task.duration_ns + thread_latency;
         report_gap_extra += gap_extra;
         report_straggler += straggler;
         report_queued += queued ? 1 : 0;
@@ -602,13 +620,16 @@ absl::StatusOr<int64_t> InsertAllReduces(Graph& graph, const AllReducePlan& plan
                                                                                              : "comm_cpu_share"));
         if (report) report_reducer += reducer.duration_ns;
       }
-      if (plan.comm_cpu_share > 0) {
+      if (plan.comm_cpu_share > 0 || thread_latency > 0) {
         Task share;
         share.iteration = it;
         share.recorded_start_ns = ready_order;
-        share.duration_ns = RoundNs(plan.comm_cpu_share * static_cast<double>(wire));  // waiting takes no CPU
+        // Waiting takes no CPU.
+        share.duration_ns = RoundNs(plan.comm_cpu_share * static_cast<double>(wire)) + thread_latency;
         share.name = graph.strings.Intern(StrCat(graph.Str(task.name), ": CPU share"));
-        DD_RETURN_IF_ERROR(InsertOnIssuingThread(editor, issuer, share, consumer, "comm_cpu_share").status());
+        DD_RETURN_IF_ERROR(InsertOnIssuingThread(editor, issuer, share, consumer,
+                                                 plan.comm_cpu_share > 0 ? "comm_cpu_share" : "bucket_cpu_latency")
+                               .status());
         if (report) report_cpu_share += share.duration_ns;
       }
       ++inserted;
@@ -643,9 +664,11 @@ absl::StatusOr<int64_t> InsertAllReduces(Graph& graph, const AllReducePlan& plan
                       plan.network.alpha_s * 1e6, " us): ", grads.size(), " gradients (",
                       Mb(static_cast<double>(report_bytes)), ") in ", report_buckets, " buckets per iteration, ",
                       static_cast<double>(report_time) / 1e6, " ms of all-reduce per iteration",
-                      plan.comm_cpu_share > 0
+                      report_cpu_share > 0
                           ? StrCat(", ", static_cast<double>(report_cpu_share) / 1e6, " ms of it on the CPU thread "
-                                   "that issues it (comm_cpu_share ", plan.comm_cpu_share, ")")
+                                   "that issues it (comm_cpu_share ", plan.comm_cpu_share,
+                                   plan.bucket_cpu_latency.empty() ? "" : "; every all-reduce's latency: bucket_cpu_latency",
+                                   ")")
                           : std::string(),
                       report_gap_extra > 0
                           ? StrCat(" (", static_cast<double>(report_gap_extra) / 1e6,
@@ -761,6 +784,8 @@ absl::StatusOr<AllReducePlan> PlanFrom(const PassOptions& options, const Graph& 
     return absl::InvalidArgumentError(StrCat("comm_cpu_share must be in [0, 1], got ", plan.comm_cpu_share));
   }
   DD_ASSIGN_OR_RETURN(plan.gap_latency, ParseGapLatency(options.String("gap_latency")));
+  DD_ASSIGN_OR_RETURN(plan.bucket_cpu_latency,
+                      ParseGapLatency(options.String("bucket_cpu_latency"), "bucket_cpu_latency"));
   plan.ddp_cpu_us = options.Double("ddp_cpu_us");
   plan.ddp_cpu_per_gradient_us = options.Double("ddp_cpu_per_gradient_us");
   plan.straggler_us = options.Double("straggler_us");
@@ -1017,7 +1042,9 @@ PassInfo DataParallelPassInfo() {
       "for all of them. Time per all-reduce from the alpha-beta model (ring 2(N-1)a + 2(N-1)/N b/B; tree "
       "2 log2(N) a + 2 b/B), plus gap_latency's extra for the compute since the rank's previous bucket, and "
       "on an iteration's first all-reduce straggler_us (the wait for the slowest rank); with queued_latency_us, "
-      "an all-reduce ready while the one before it still runs takes that latency instead, and no gap_latency. "
+      "an all-reduce ready while the one before it still runs takes that latency instead, and no gap_latency; "
+      "with bucket_cpu_latency, every all-reduce's latency (the first's with its gap_latency, each later one's "
+      "from those points at its gap) runs on the thread that issued it and the network takes the bandwidth term. "
       "Where "
       "collectives need the cores that compute (gloo on CPU ranks), comm_cpu_share of each all-reduce's wire "
       "time also runs on the thread that issued it, after the bucket's last gradient, and delays what that "
@@ -1064,7 +1091,7 @@ PassInfo TensorFusionPassInfo() {
       "Gradients are grouped into buckets of bucket_mb in the order they become ready (the first bucket "
       "first_bucket_mb; as DDP, a bucket closes once it holds at least its cap); one all-reduce per bucket starts "
       "when its last gradient is ready, timed as in data_parallel (queued_latency_us for one queued behind "
-      "another); the optimizer step waits for all of them. On a graph that recorded gradient all-reduces, those "
+      "another, bucket_cpu_latency for latencies paid on the issuing thread); the optimizer step waits for all of them. On a graph that recorded gradient all-reduces, those "
       "are replaced "
       "and the network is fitted to them (alpha-beta, least squares), and what waited for them (DDP's copy of the "
       "buckets into the gradients: by an edge, or by an idle gap holding a CPU-run all-reduce's end) waits for the "

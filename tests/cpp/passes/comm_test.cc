@@ -846,6 +846,71 @@ TEST_CASE("data_parallel with queued_latency_us gives an all-reduce queued behin
   }
 }
 
+TEST_CASE("data_parallel with bucket_cpu_latency puts every all-reduce's latency on the issuing thread", "[comm]") {
+  // As above: 3 buckets in each of 2 iterations, the bytes negligible, all
+  // far apart in time or queued depending on the latency.
+  const TrainingGraphOptions o = CpuRanks();
+  const OptionMap common = {{"world_size", "2"},      {"bucket_mb", "0"},           {"bandwidth_gbps", "1e6"},
+                            {"latency_us", "100"},    {"gap_latency", "0.001:500"}, {"queued_latency_us", "10"},
+                            {"comm_cpu_share", "0"}};
+  struct Run {
+    std::vector<TimeNs> wire;    // the all-reduces on the network
+    std::vector<TimeNs> thread;  // the CPU shares on the issuing thread
+    TimeNs makespan = 0;
+  };
+  auto run = [&](const std::string& points, PassContext* context) {
+    TrainingGraph t(o);
+    OptionMap options = common;
+    if (!points.empty()) options["bucket_cpu_latency"] = points;
+    REQUIRE(RunOk("data_parallel", options, t.g, context));
+    Run out;
+    for (int32_t ar : Inserted(t.g)) out.wire.push_back(t.g.tasks[static_cast<size_t>(ar)].duration_ns);
+    for (size_t i = 0; i < t.g.tasks.size(); ++i) {
+      if (EndsWith(t.g.TaskName(static_cast<int32_t>(i)), ": CPU share")) out.thread.push_back(t.g.tasks[i].duration_ns);
+    }
+    out.makespan = Makespan(t.g);
+    return out;
+  };
+  PassContext context;
+  const Run got = run("0.001:300", &context);
+  REQUIRE(got.wire.size() == 6);
+  REQUIRE(got.thread.size() == 6);
+  for (size_t i = 0; i < 6; ++i) {
+    INFO("all-reduce " << i);
+    CHECK(got.wire[i] < 10);  // the bandwidth term only
+    // An iteration's first: the ring's 2 x 100 us and gap_latency's 0.5 ms;
+    // each later one 0.3 ms at any gap, none priced as queued.
+    CHECK(got.thread[i] == (i % 3 == 0 ? 700'000 : 300'000));
+  }
+  CHECK_THAT(context.notes[0], Catch::Contains("every all-reduce's latency: bucket_cpu_latency"));
+  CHECK_THAT(context.notes[0], !Catch::Contains("queued"));
+  // Without it the latencies are on the network, beside the computation.
+  const Run plain = run("", nullptr);
+  CHECK(plain.thread.empty());
+  CHECK(plain.wire[0] == 700'000);
+  CHECK(plain.makespan < got.makespan);
+  // A later bucket's point is read at its gap: below the first point,
+  // linear from 0 (here 1 us and 2 us per us of gap), the first unchanged.
+  const Run one = run("1e8:1e8", nullptr);
+  const Run two = run("1e8:2e8", nullptr);
+  REQUIRE(one.thread.size() == 6);
+  REQUIRE(two.thread.size() == 6);
+  for (size_t i = 0; i < 6; ++i) {
+    INFO("all-reduce " << i);
+    if (i % 3 == 0) {
+      CHECK(one.thread[i] == 700'000);
+      CHECK(two.thread[i] == 700'000);
+    } else {
+      CHECK(one.thread[i] > 1'000);  // the gradients lie apart
+      CHECK(two.thread[i] == 2 * one.thread[i]);
+    }
+  }
+  TrainingGraph t;
+  const absl::Status s = RunError("data_parallel", {{"world_size", "2"}, {"bucket_cpu_latency", "0:5"}}, t.g);
+  CHECK(s.code() == absl::StatusCode::kInvalidArgument);
+  CHECK_THAT(std::string(s.message()), Catch::Contains("bucket_cpu_latency: bad point '0:5'"));
+}
+
 TEST_CASE("data_parallel checks gap_latency", "[comm]") {
   TrainingGraph t;
   for (const char* bad : {"abc", "0:5", "2000:1;1000:1", "1000:-1", "1000", "1000:5:6", "nan:1"}) {

@@ -201,7 +201,7 @@ TEST_CASE("the communication passes declare the options their docs promise", "[r
   const std::set<std::string> comm = {"world_size",     "bucket_mb",  "first_bucket_mb", "gradient_mb",
                                       "algorithm",      "network",    "bandwidth_gbps",  "latency_us",
                                       "comm_cpu_share", "ddp_cpu_us", "ddp_cpu_per_gradient_us",
-                                      "gap_latency", "straggler_us", "queued_latency_us"};
+                                      "gap_latency", "straggler_us", "queued_latency_us", "bucket_cpu_latency"};
   std::set<std::string> data_parallel = comm;
   data_parallel.insert("buffer_bytes");  // DDP's buffer broadcast: only a single-device graph lacks it
   data_parallel.insert("broadcast_latency");  // and what that broadcast adds to a step
