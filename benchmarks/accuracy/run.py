@@ -83,7 +83,7 @@ TARGET_MEDIAN, TARGET_MAX = 5.0, 15.0
 ALTERNATIVE_PREDICTIONS = ("prediction_trace_fit", "prediction_gemm_ratio", "prediction_beside_compute",
                            "prediction_op_model", "prediction_no_gap", "prediction_chain_model",
                            "prediction_synthetic_ddp", "prediction_no_corun", "prediction_blocking_gap",
-                           "prediction_ddp_gap", "prediction_median_network", "prediction_queued_at_once",
+                           "prediction_ddp_gap", "prediction_median_network", "prediction_no_bucket_latency",
                            "prediction_no_broadcast_latency")
 MIB = 1024 * 1024
 # glibc serves allocations from 128 kB up with mmap until a free raises its
@@ -540,7 +540,7 @@ def ddp_rank(rank: int, world: int, port: int, exp: str, name: str, a: argparse.
                 out["prediction_no_gap"] = predict(prof, "tensor_fusion", {**options, "gap_latency": ""})
                 add_ddp_gap(out, prof, options, net)
                 add_median_network(out, prof, "tensor_fusion", options, net)
-                add_queued_at_once(out, prof, options, net)
+                add_without_bucket_latency(out, prof, options)
                 add_optimized_capture(a, exp, name, out, captured_opt)
                 out["network"] = dataclasses.asdict(net)
                 out["config"] = {"batch": batch, "baseline": f"DDP x{world}, bucket_cap_mb={base_cap:g}",
@@ -590,15 +590,13 @@ def add_median_network(out: Dict[str, Any], prof: Any, opt: str, options: Dict[s
                                                            "bandwidth_gbps": round(bandwidth_gbps, 4), "gap_latency": gap})
 
 
-def add_queued_at_once(out: Dict[str, Any], prof: Any, options: Dict[str, Any], net: Any) -> None:
-    """For comparison, where the pass queues all-reduces (more buckets than
-    recorded): the prediction with ``queued_latency_us`` from ten
-    all-reduces issued at once (measure_queued_latency, the calibration
-    before measure_ddp_queued_latency)."""
-    at_once = (net.queued or {}).get("issued_at_once")
-    if at_once and any("queued behind" in n for n in out["prediction"]["notes"]):
-        out["prediction_queued_at_once"] = predict(prof, "tensor_fusion", {
-            **options, "queued_latency_us": round(at_once["queued_latency_us"], 4)})
+def add_without_bucket_latency(out: Dict[str, Any], prof: Any, options: Dict[str, Any]) -> None:
+    """For comparison, where the calibration gives ``bucket_cpu_latency``:
+    the prediction without it (every all-reduce's latency on the network,
+    one queued behind another at ``queued_latency_us``: the pass's model
+    before 2026-11-29's eighth session)."""
+    if options.get("bucket_cpu_latency"):
+        out["prediction_no_bucket_latency"] = predict(prof, "tensor_fusion", {**options, "bucket_cpu_latency": ""})
 
 
 def network_options(net: Any, for_pass: str = "data_parallel") -> Dict[str, float]:
@@ -954,12 +952,12 @@ def table(rows: List[Dict[str, Any]], meta: Dict[str, Any]) -> str:
                             f"{r['prediction_median_network']['predicted_ms']:.3f} ms "
                             f"({r['prediction_median_network']['error_pct']:+.1f}%)"
                             if (median_net := (r.get("prediction_median_network") or {}).get("options")) else "")
-                         + (f"; with queued_latency_us from ten all-reduces issued at once "
-                            f"({r['prediction_queued_at_once']['options']['queued_latency_us']:.0f} us, instead of "
-                            f"{r['prediction']['options'].get('queued_latency_us', -1):.0f} us from DDP steps) "
-                            f"{r['prediction_queued_at_once']['predicted_ms']:.3f} ms "
-                            f"({r['prediction_queued_at_once']['error_pct']:+.1f}%)"
-                            if r.get("prediction_queued_at_once") else "")
+                         + (f"; without bucket_cpu_latency ({r['prediction']['options']['bucket_cpu_latency']}: every "
+                            "all-reduce's latency on the network, one queued behind another at queued_latency_us "
+                            f"{r['prediction']['options'].get('queued_latency_us', -1):.0f} us) "
+                            f"{r['prediction_no_bucket_latency']['predicted_ms']:.3f} ms "
+                            f"({r['prediction_no_bucket_latency']['error_pct']:+.1f}%)"
+                            if r.get("prediction_no_bucket_latency") else "")
                          + (f"; with the pass's default network (fitted to the trace's gloo:all_reduce spans) the "
                             f"prediction is {r['prediction_trace_fit']['predicted_ms']:.3f} ms "
                             f"({r['prediction_trace_fit']['error_pct']:+.1f}%)" if r.get("prediction_trace_fit") else "")

@@ -1160,7 +1160,11 @@ class NetworkCalibration:
     #: ``queued_latency_us`` (-1: not measured, every all-reduce pays
     #: ``latency_us``; measured on gloo, see measure_ddp_queued_latency).
     queued_latency_us: float = -1.0
-    queued: Dict[str, Any] = dataclasses.field(default_factory=dict)  # how it was measured
+    queued: Dict[str, Any] = dataclasses.field(default_factory=dict)  # how it and the next were measured
+    #: What each further DDP bucket costs the computing thread after a gap
+    #: of compute, as tensor_fusion's ``bucket_cpu_latency`` ("GAP_US:US;...";
+    #: measured on gloo, see measure_ddp_queued_latency).
+    bucket_cpu_latency: str = ""
 
     def options(self, for_pass: str = "data_parallel") -> Dict[str, Any]:
         """The options this calibration sets for ``for_pass``
@@ -1174,7 +1178,11 @@ class NetworkCalibration:
         For ``tensor_fusion``, whose recorded step already holds the
         thread's wake-up after each all-reduce (the pass links what waited
         for the recorded ones to the new ones with it), the points of
-        blocking all-reduces after compute (:func:`measure_gap_latency`).
+        blocking all-reduces after compute (:func:`measure_gap_latency`), and
+        ``bucket_cpu_latency`` where measured: gloo's threads share the
+        computing cores, so that each all-reduce's latency is paid on the
+        computing thread, a further bucket's as DDP steps with one and with
+        many buckets measure it (see :func:`measure_ddp_queued_latency`).
         ``broadcast_latency`` (``data_parallel`` only, where measured): what
         DDP's buffer broadcast adds to a step, measured with those points."""
         if for_pass not in ("data_parallel", "tensor_fusion"):
@@ -1186,6 +1194,8 @@ class NetworkCalibration:
                "queued_latency_us": self.queued_latency_us}
         if for_pass == "tensor_fusion":
             out["gap_latency"] = self.gaps.get("gap_latency", self.gap_latency)
+            if self.bucket_cpu_latency:
+                out["bucket_cpu_latency"] = self.bucket_cpu_latency
         else:
             if self.ddp_gaps:
                 out["straggler_us"] = 0.0
@@ -1675,51 +1685,6 @@ def _trimmed_mean(xs: Sequence[float], cut: float) -> float:
     return statistics.fmean(xs[k:len(xs) - k] or xs)
 
 
-def measure_queued_latency(dist: Any, torch: Any, world_size: int, bandwidth_gbps: float, queued: int = 10,
-                           nbytes: int = 4096, repeats: int = 30) -> Dict[str, Any]:
-    """The per-step latency of an all-reduce that starts while another still
-    runs, on the current process group (every rank must call it), measured
-    on all-reduces issued at once: the passes' ``queued_latency_us`` until
-    :func:`measure_ddp_queued_latency` took its place, and kept beside it
-    for comparison (``NetworkCalibration.queued["issued_at_once"]``).
-
-    Each repeat times one blocking all-reduce of ``nbytes``, then ``queued``
-    of them issued at once (``async_op``) and waited for together. A queued
-    one's own time is the batch's mean less the single one's mean, over
-    ``queued - 1``; less the ring model's bandwidth term, over its 2(N-1)
-    steps. DDP issues a bucket's all-reduce as soon as its gradients are
-    ready, so with small buckets several wait in gloo's queue at once. On a
-    2-vCPU host the marginal queued 4 kB all-reduce took 0.4-1.5 ms (means,
-    in nine jobs of one accuracy run and three calibrate_network calls), while the small-bucket DDP steps there
-    showed gloo spans of 0.2-0.5 ms: ten issued at once contend more than
-    DDP's, spread over backward (docs/accuracy.md)."""
-    bufs = [torch.ones(nbytes // 4) for _ in range(max(queued, 2))]
-    single: List[float] = []
-    batch: List[float] = []
-    dist.barrier()
-    for r in range(2 + repeats):
-        t0 = time.perf_counter()
-        dist.all_reduce(bufs[0])
-        t1 = time.perf_counter()
-        works = [dist.all_reduce(b, async_op=True) for b in bufs]
-        for w in works:
-            w.wait()
-        t2 = time.perf_counter()
-        if r >= 2:
-            single.append(t1 - t0)
-            batch.append(t2 - t1)
-    per_queued = max(0.0, (statistics.fmean(batch) - statistics.fmean(single)) / (len(bufs) - 1))
-    wire = _ring_all_reduce_s(nbytes, world_size, 0.0, bandwidth_gbps) if bandwidth_gbps > 0 else 0.0
-    return {
-        "queued_latency_us": max(0.0, per_queued - wire) / (2 * (max(world_size, 2) - 1)) * 1e6,
-        "queued": len(bufs),
-        "bytes": nbytes,
-        "single_mean_ms": statistics.fmean(single) * 1e3,
-        "batch_mean_ms": statistics.fmean(batch) * 1e3,
-        "per_queued_ms": per_queued * 1e3,
-    }
-
-
 def ddp_queued_latency_us(quiet_ms: Dict[int, List[float]], real_ms: Dict[int, List[float]],
                           world_size: int) -> float:
     """``queued_latency_us`` from DDP steps with 1 and with K buckets of the
@@ -1736,26 +1701,71 @@ def ddp_queued_latency_us(quiet_ms: Dict[int, List[float]], real_ms: Dict[int, L
     return max(0.0, per_queued_ms) * 1e3 / (2 * (max(world_size, 2) - 1))
 
 
-def measure_ddp_queued_latency(dist: Any, torch: Any, layers: int = 16, batch: int = 32, rounds: int = 10,
-                               block: int = 10) -> Dict[str, Any]:
-    """The per-step latency of an all-reduce queued behind another, as DDP
-    queues them, as the communication passes' ``queued_latency_us`` (every
-    rank of the current process group must call it).
+def ddp_bucket_latency_points(per_batch: Sequence[Tuple[float, float]]) -> str:
+    """``bucket_cpu_latency`` points from (gap us, extra ms per extra
+    bucket) pairs, one per batch of :func:`measure_ddp_queued_latency`: at
+    each gap in whole us (increasing; one no longer than the one before, or
+    0, is left out), the extra in us, at least 0 and at least the extra of a
+    shorter gap."""
+    extra = 0.0
+    out: List[str] = []
+    last_gap = 0
+    for gap_us, per_bucket_ms in sorted(per_batch):
+        gap = round(gap_us)  # as written: the pass wants gaps > 0 and increasing
+        if gap <= last_gap:
+            continue
+        extra = max(extra, per_bucket_ms * 1e3)
+        out.append(f"{gap}:{extra:.1f}")
+        last_gap = gap
+    return ";".join(out)
+
+
+def _timed_backward(torch: Any, model: Any, batch: int) -> Callable[[], float]:
+    """Seconds of one backward of ``model`` (a stack of :func:`_linear_stack`,
+    in DDP with a hook that communicates nothing) at ``batch``, per call."""
+    g = torch.Generator().manual_seed(batch)
+    x, y = torch.randn(batch, 64, generator=g), torch.randn(batch, 64, generator=g)
+    loss_fn = torch.nn.MSELoss()
+
+    def timed() -> float:
+        model.zero_grad(set_to_none=True)
+        loss = loss_fn(model(x), y)
+        t0 = time.perf_counter()
+        loss.backward()
+        return time.perf_counter() - t0
+
+    return timed
+
+
+def measure_ddp_queued_latency(dist: Any, torch: Any, layers: int = 16, batches: Sequence[int] = (32, 512, 2048),
+                               rounds: int = 10, block: int = 10) -> Dict[str, Any]:
+    """What each further DDP bucket costs a training step, as the
+    communication passes' ``queued_latency_us`` and ``bucket_cpu_latency``
+    (every rank of the current process group must call it).
 
     The stack of :func:`measure_ddp_gap_latency` trains in
-    DistributedDataParallel at a small ``batch`` (a backward far shorter
-    than its all-reduces, so that they queue) in one bucket and in one
-    bucket per layer (``bucket_cap_mb`` of one layer's gradients), each with
-    its all-reduces and with :func:`keep_bucket_hook` (DDP's CPU work per
-    bucket without communication), in blocks of ``block`` steps as there;
-    :func:`ddp_queued_latency_us` of the medians. The earlier measure,
-    :func:`measure_queued_latency` (ten all-reduces issued at once and
-    waited for together), is kept beside it (``issued_at_once``): in the
-    jobs of one session on a 2-vCPU guest (2026-11-27) it read 95-817 us
-    from job to job, this one 170-348 us; the harness's transformer went
-    from ten DDP buckets' step to one's 2.9-5.8 ms faster, about 0.3-0.6 ms
-    a bucket, where 817 us priced each queued one at 1.6 ms
-    (docs/accuracy.md)."""
+    DistributedDataParallel in one bucket and in one bucket per layer
+    (``bucket_cap_mb`` of one layer's gradients), each with its all-reduces
+    and with :func:`keep_bucket_hook` (DDP's CPU work per bucket without
+    communication), in blocks of ``block`` steps as there, at each of
+    ``batches``. At the first, small batch (a backward far shorter than its
+    all-reduces, so that they queue) :func:`ddp_queued_latency_us` of the
+    medians is ``queued_latency_us``. At every batch, what communicating
+    adds to the step with one bucket per layer beyond what it adds with one,
+    over the extra buckets, is a point of ``bucket_cpu_latency`` at the gap
+    between two buckets' gradients: the median backward of the quiet stack
+    over its layers (:func:`ddp_bucket_latency_points`). On a 2-vCPU guest
+    with gloo's threads as scheduled, each extra bucket added 0.21-0.28 ms
+    at batch 32, 0.31-0.44 ms at 512 and 0.52-0.78 ms at 2048 (four jobs):
+    a bucket costs more the more compute lies between it and the next
+    (docs/accuracy.md).
+
+    It replaced a measure of ten all-reduces issued at once and waited for
+    together, which read 95-817 us from job to job in one session on a
+    2-vCPU guest (2026-11-27) where this read 170-348 us: the harness's
+    transformer went from ten DDP buckets' step to one's 2.9-5.8 ms faster,
+    about 0.3-0.6 ms a bucket, where 817 us priced each queued one at
+    1.6 ms (docs/accuracy.md)."""
     import warnings  # noqa: PLC0415
 
     from torch.nn.parallel import DistributedDataParallel  # noqa: PLC0415
@@ -1772,25 +1782,42 @@ def measure_ddp_queued_latency(dist: Any, torch: Any, layers: int = 16, batch: i
                 if not communicate:
                     ddp.register_comm_hook(None, keep_bucket_hook)
                 models[(buckets, communicate)] = ddp
-    steps = {k: _timed_training_step(torch, m, batch) for k, m in models.items()}
-    times: Dict[Tuple[int, bool], List[float]] = {k: [] for k in steps}
-    _time_in_blocks(dist, steps, times, rounds, block)
-    quiet = {k: times[(k, False)] for k in (1, layers)}
-    real = {k: times[(k, True)] for k in (1, layers)}
+    world = dist.get_world_size()
+    points: List[Dict[str, Any]] = []
+    for batch in batches:
+        steps = {k: _timed_training_step(torch, m, batch) for k, m in models.items()}
+        times: Dict[Tuple[int, bool], List[float]] = {k: [] for k in steps}
+        _time_in_blocks(dist, steps, times, rounds, block)
+        backward = _timed_backward(torch, models[(layers, False)], batch)
+        backward()
+        gap_us = statistics.median(backward() for _ in range(9)) / layers * 1e6
+        quiet = {k: times[(k, False)] for k in (1, layers)}
+        real = {k: times[(k, True)] for k in (1, layers)}
+        per_ring_step_us = ddp_queued_latency_us(quiet, real, world)
+        points.append({
+            "batch": batch,
+            "gap_us": gap_us,
+            "queued_latency_us": per_ring_step_us,
+            "per_bucket_ms": per_ring_step_us * 2 * (max(world, 2) - 1) / 1e3,
+            "quiet_median_ms": {str(k): statistics.median(v) for k, v in quiet.items()},
+            "median_ms": {str(k): statistics.median(v) for k, v in real.items()},
+        })
     return {
-        "queued_latency_us": ddp_queued_latency_us(quiet, real, dist.get_world_size()),
+        "queued_latency_us": points[0]["queued_latency_us"],
+        "bucket_cpu_latency": ddp_bucket_latency_points([(p["gap_us"], p["per_bucket_ms"]) for p in points]),
         "buckets": layers,
-        "batch": batch,
+        "batch": batches[0],
         "bytes": layers * layer_bytes,
-        "quiet_median_ms": {str(k): statistics.median(v) for k, v in quiet.items()},
-        "median_ms": {str(k): statistics.median(v) for k, v in real.items()},
+        "points": points,
+        "quiet_median_ms": points[0]["quiet_median_ms"],
+        "median_ms": points[0]["median_ms"],
     }
 
 
 def measure_network(dist: Any, torch: Any, max_bytes: int = 4 << 20, repeats: int = 20) -> NetworkCalibration:
     """The network of the current process group (every rank must call it):
     the all-reduce fit and, on gloo, ``comm_cpu_share``, ``gap_latency``,
-    ``queued_latency_us`` and DDP's CPU work."""
+    ``queued_latency_us``, ``bucket_cpu_latency`` and DDP's CPU work."""
     world = dist.get_world_size()
     backend = str(dist.get_backend())
     fit = fit_all_reduce(dist, torch, world, max_bytes, repeats)
@@ -1803,8 +1830,8 @@ def measure_network(dist: Any, torch: Any, max_bytes: int = 4 << 20, repeats: in
         net.gap_latency = net.ddp_gaps["gap_latency"]
         net.broadcast_latency = net.ddp_gaps["broadcast_latency"]
         net.queued = measure_ddp_queued_latency(dist, torch)
-        net.queued["issued_at_once"] = measure_queued_latency(dist, torch, world, net.bandwidth_gbps)
         net.queued_latency_us = net.queued["queued_latency_us"]
+        net.bucket_cpu_latency = net.queued["bucket_cpu_latency"]
         net.ddp = measure_ddp_overhead(dist, torch)
         net.ddp_cpu_us = net.ddp["ddp_cpu_us"]
         net.ddp_cpu_per_gradient_us = net.ddp["ddp_cpu_per_gradient_us"]
@@ -1845,7 +1872,8 @@ def calibrate_network(world_size: int = 2, max_mb: float = 4, repeats: int = 20,
     also measures ``comm_cpu_share`` (see :func:`measure_comm_cpu_share`),
     ``data_parallel``'s ``gap_latency`` (see :func:`measure_ddp_gap_latency`)
     and ``tensor_fusion``'s (see :func:`measure_gap_latency`),
-    ``queued_latency_us`` (see :func:`measure_queued_latency`) and DDP's own
+    ``queued_latency_us`` and ``bucket_cpu_latency`` (see
+    :func:`measure_ddp_queued_latency`) and DDP's own
     CPU work (see :func:`measure_ddp_overhead`).
 
     Raises DaydreamError when PyTorch or torch.distributed is missing, the

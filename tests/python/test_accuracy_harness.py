@@ -456,33 +456,30 @@ def test_a_tensor_fusion_row_names_its_blocking_gap_and_compares_data_parallels(
     assert "; with data_parallel's gap_latency, from DDP steps (4000:900.0), 1.200 ms (+20.0%)" in line
 
 
-def test_a_reverse_row_compares_the_queued_latency_of_all_reduces_issued_at_once(monkeypatch):
+def test_a_tensor_fusion_row_compares_the_prediction_without_bucket_cpu_latency(monkeypatch):
     run = load_run()
-
-    class Net:
-        queued = {"queued_latency_us": 250.0, "issued_at_once": {"queued_latency_us": 800.0}}
-
     calls = []
     monkeypatch.setattr(run, "predict", lambda prof, opt, options: calls.append((opt, options)) or {"options": options})
-    options = {"world_size": 2, "queued_latency_us": 250.0}
-    out = {"prediction": {"notes": ["tensor_fusion: ...; 9 of the 10 all-reduces queued behind the one before (...)"]}}
-    run.add_queued_at_once(out, "prof", options, Net())
-    assert calls == [("tensor_fusion", {"world_size": 2, "queued_latency_us": 800.0})]
-    # Where nothing queues (one new bucket), the comparison would be the same prediction: left out.
+    options = {"world_size": 2, "queued_latency_us": 250.0, "bucket_cpu_latency": "50:300.0;400:700.0"}
+    out = {}
+    run.add_without_bucket_latency(out, "prof", options)
+    assert calls == [("tensor_fusion", {"world_size": 2, "queued_latency_us": 250.0, "bucket_cpu_latency": ""})]
+    # Without the calibration's points there is nothing to compare.
     calls.clear()
-    out = {"prediction": {"notes": ["tensor_fusion: 27 gradients in 1 bucket per iteration"]}}
-    run.add_queued_at_once(out, "prof", options, Net())
-    assert calls == [] and "prediction_queued_at_once" not in out
+    out = {}
+    run.add_without_bucket_latency(out, "prof", {"world_size": 2, "queued_latency_us": 250.0})
+    assert calls == [] and "prediction_no_bucket_latency" not in out
 
     r = tensor_fusion_row("tensor_fusion_reverse", "transformer", {"baseline": "DDP x2, bucket_cap_mb=25",
                                                                     "optimized": "DDP x2, bucket_cap_mb=0.0152"},
-                          {"gap_latency": "500:0.0", "queued_latency_us": 250.0})
-    r["prediction_queued_at_once"] = {"predicted_ms": 1.3, "error_pct": 30.0, "options": {"queued_latency_us": 800.0}}
+                          {"gap_latency": "500:0.0", "queued_latency_us": 250.0,
+                           "bucket_cpu_latency": "50:300.0;400:700.0"})
+    r["prediction_no_bucket_latency"] = {"predicted_ms": 1.3, "error_pct": 30.0, "options": {}}
     meta = {"command": "`run.py`", "machine": "test", "torch": "x", "threads": 1, "rounds": 1, "steps": 1,
             "wall_s": 60.0, "loadavg_1min": {"start": 0.0, "end": 0.0}, "summary": run.summary([r])}
     line = next(x for x in run.table([r], meta).splitlines() if x.startswith("- tensor_fusion_reverse on transformer:"))
-    assert ("; with queued_latency_us from ten all-reduces issued at once (800 us, instead of 250 us from DDP "
-            "steps) 1.300 ms (+30.0%)") in line
+    assert ("; without bucket_cpu_latency (50:300.0;400:700.0: every all-reduce's latency on the network, one queued "
+            "behind another at queued_latency_us 250 us) 1.300 ms (+30.0%)") in line
 
 
 def test_a_single_process_row_captures_its_optimized_step_with_capture_optimized(monkeypatch):

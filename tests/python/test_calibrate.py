@@ -39,12 +39,21 @@ def test_calibrate_network_measures_gloo_between_local_processes() -> None:
     # The blocking all-reduces after matmuls, for comparison.
     blocking = [tuple(map(float, p.split(":"))) for p in net.gaps["gap_latency"].split(";")]
     assert [g for g, _ in blocking] == [500, 1000, 2000, 4000, 8000]
-    # And the latency of an all-reduce queued behind another.
-    # measured on DDP steps of the stack in one bucket and in one per layer;
-    # ten all-reduces issued at once (the measure before) kept beside it.
+    # And the latency of an all-reduce queued behind another, measured on
+    # DDP steps of the stack in one bucket and in one per layer at the
+    # smallest batch; at every batch, what a further bucket costs after the
+    # gap between two layers' gradients: tensor_fusion's bucket_cpu_latency.
     assert net.queued_latency_us >= 0 and net.queued["queued_latency_us"] == net.queued_latency_us
     assert net.queued["buckets"] == 16 and set(net.queued["median_ms"]) == {"1", "16"}
-    assert net.queued["issued_at_once"]["queued"] == 10 and net.queued["issued_at_once"]["batch_mean_ms"] > 0
+    assert [p["batch"] for p in net.queued["points"]] == [32, 512, 2048]
+    assert net.queued["points"][0]["queued_latency_us"] == net.queued_latency_us
+    assert net.bucket_cpu_latency == net.queued["bucket_cpu_latency"]
+    buckets = [tuple(map(float, p.split(":"))) for p in net.bucket_cpu_latency.split(";")]
+    assert 1 <= len(buckets) <= 3 and all(g > 0 for g, _ in buckets)
+    assert [g for g, _ in buckets] == sorted({g for g, _ in buckets})
+    assert [e for _, e in buckets] == sorted(e for _, e in buckets) and all(e >= 0 for _, e in buckets)
+    assert net.options("tensor_fusion")["bucket_cpu_latency"] == net.bucket_cpu_latency
+    assert "bucket_cpu_latency" not in net.options()
     # Its options feed the communication passes.
     # gap_latency from DDP steps holds the wait for the slowest rank: straggler_us is 0.
     # And what DDP's broadcast of a module's buffer adds to those steps, at
@@ -246,33 +255,6 @@ def test_ring_fit_refuses_what_it_cannot_fit(samples, what: str) -> None:
         calibrate.ring_fit(samples, 2)
 
 
-class _QueueHost(_FakeHost):
-    """An all-reduce takes 1 ms, but 0.2 ms when issued while others are in
-    flight (asynchronous, before the batch is waited for)."""
-
-    def __init__(self) -> None:
-        super().__init__(0.0)
-        self.in_flight = False
-
-    def all_reduce(self, buf, op=None, async_op: bool = False):
-        self.now += 0.2e-3 if async_op and self.in_flight else 1e-3
-        self.in_flight = async_op
-        return self
-
-    def wait(self) -> None:
-        self.in_flight = False
-
-
-def test_queued_latency_is_the_marginal_time_of_an_all_reduce_behind_another(monkeypatch) -> None:
-    host = _QueueHost()
-    monkeypatch.setattr(calibrate, "time", host)
-    got = calibrate.measure_queued_latency(host, host, 2, 1e9, repeats=3)
-    assert got["single_mean_ms"] == pytest.approx(1.0)
-    assert got["batch_mean_ms"] == pytest.approx(1.0 + 9 * 0.2)
-    assert got["per_queued_ms"] == pytest.approx(0.2)
-    assert got["queued_latency_us"] == pytest.approx(100.0, rel=1e-6)  # 0.2 ms over the ring's 2 steps
-
-
 def test_ddp_queued_latency_is_the_extra_communication_of_more_buckets_per_ring_step() -> None:
     # One bucket: communicating adds 1.5 ms to the step; sixteen: 7.5 ms,
     # of which 0.5 ms is DDP's CPU work per bucket (quiet steps): the
@@ -284,6 +266,17 @@ def test_ddp_queued_latency_is_the_extra_communication_of_more_buckets_per_ring_
     assert calibrate.ddp_queued_latency_us(quiet, real, 4) == pytest.approx(400.0 / 6)
     # More buckets communicating no slower: 0, never negative.
     assert calibrate.ddp_queued_latency_us(quiet, {1: [3.5], 16: [3.0]}, 2) == 0.0
+
+
+def test_bucket_cpu_latency_points_rise_with_the_gap_between_buckets() -> None:
+    # (gap us, extra ms per further bucket) per batch, in any order: points
+    # at increasing gaps, extras in us and never below a shorter gap's.
+    assert calibrate.ddp_bucket_latency_points([(425.2, 0.781), (52.0, 0.2687), (122.4, 0.3496)]) == \
+        "52:268.7;122:349.6;425:781.0"
+    assert calibrate.ddp_bucket_latency_points([(50.0, 0.3), (120.0, 0.2), (400.0, 0.5)]) == "50:300.0;120:300.0;400:500.0"
+    # A gap that rounds to the one before it (a noisy backward) is left out.
+    assert calibrate.ddp_bucket_latency_points([(50.2, 0.3), (50.4, 0.4), (400.0, 0.5)]) == "50:300.0;400:500.0"
+    assert calibrate.ddp_bucket_latency_points([]) == ""
 
 
 @pytest.mark.parametrize("xs, ys, fit", [
