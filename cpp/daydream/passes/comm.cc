@@ -624,7 +624,8 @@ absl::StatusOr<int64_t> InsertAllReduces(Graph& graph, const AllReducePlan& plan
         Task share;
         share.iteration = it;
         share.recorded_start_ns = ready_order;
-        // Waiting takes no CPU.
+        // The share is of the wire time (waiting for a slow start,
+        // gap_latency, takes no CPU), the latency paid on the thread whole.
         share.duration_ns = RoundNs(plan.comm_cpu_share * static_cast<double>(wire)) + thread_latency;
         share.name = graph.strings.Intern(StrCat(graph.Str(task.name), ": CPU share"));
         DD_RETURN_IF_ERROR(InsertOnIssuingThread(editor, issuer, share, consumer,
@@ -667,7 +668,9 @@ absl::StatusOr<int64_t> InsertAllReduces(Graph& graph, const AllReducePlan& plan
                       report_cpu_share > 0
                           ? StrCat(", ", static_cast<double>(report_cpu_share) / 1e6, " ms of it on the CPU thread "
                                    "that issues it (comm_cpu_share ", plan.comm_cpu_share,
-                                   plan.bucket_cpu_latency.empty() ? "" : "; every all-reduce's latency: bucket_cpu_latency",
+                                   plan.bucket_cpu_latency.empty()
+                                       ? ""
+                                       : "; every all-reduce's latency: bucket_cpu_latency",
                                    ")")
                           : std::string(),
                       report_gap_extra > 0
@@ -1091,8 +1094,8 @@ PassInfo TensorFusionPassInfo() {
       "Gradients are grouped into buckets of bucket_mb in the order they become ready (the first bucket "
       "first_bucket_mb; as DDP, a bucket closes once it holds at least its cap); one all-reduce per bucket starts "
       "when its last gradient is ready, timed as in data_parallel (queued_latency_us for one queued behind "
-      "another, bucket_cpu_latency for latencies paid on the issuing thread); the optimizer step waits for all of them. On a graph that recorded gradient all-reduces, those "
-      "are replaced "
+      "another, bucket_cpu_latency for latencies paid on the issuing thread); the optimizer step waits for all "
+      "of them. On a graph that recorded gradient all-reduces, those are replaced "
       "and the network is fitted to them (alpha-beta, least squares), and what waited for them (DDP's copy of the "
       "buckets into the gradients: by an edge, or by an idle gap holding a CPU-run all-reduce's end) waits for the "
       "iteration's last new bucket; on a single-device graph it acts as "

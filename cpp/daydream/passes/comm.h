@@ -52,11 +52,11 @@ struct AllReducePlan {
   // stretch); it then pays no gap_latency either. Negative: the network's
   // latency for every all-reduce.
   double queued_alpha_s = -1;
-  // The time each all-reduce after an iteration's first takes from the
-  // thread that issues it, after a gap of compute since the bucket before it
-  // was ready: (gap us, us) points as gap_latency's. Those all-reduces then
-  // pay no latency on the network (their latency is this), no gap_latency
-  // and no queued latency. Empty: none.
+  // Non-empty: every all-reduce's latency is paid by the thread that issues
+  // it and the network takes only the bandwidth term; none is queued. The
+  // iteration's first pays the network's latency and gap_latency; each later
+  // one these (gap us, us) points (as gap_latency's) at the compute since
+  // the bucket before it was ready. Empty: the latencies on the network.
   std::vector<std::pair<double, double>> bucket_cpu_latency;
 };
 

@@ -866,7 +866,9 @@ TEST_CASE("data_parallel with bucket_cpu_latency puts every all-reduce's latency
     Run out;
     for (int32_t ar : Inserted(t.g)) out.wire.push_back(t.g.tasks[static_cast<size_t>(ar)].duration_ns);
     for (size_t i = 0; i < t.g.tasks.size(); ++i) {
-      if (EndsWith(t.g.TaskName(static_cast<int32_t>(i)), ": CPU share")) out.thread.push_back(t.g.tasks[i].duration_ns);
+      if (EndsWith(t.g.TaskName(static_cast<int32_t>(i)), ": CPU share")) {
+        out.thread.push_back(t.g.tasks[i].duration_ns);
+      }
     }
     out.makespan = Makespan(t.g);
     return out;
