@@ -219,7 +219,7 @@ absl::StatusOr<int32_t> InsertOnIssuingThread(GraphEditor& editor, int32_t after
     return absl::InvalidArgumentError(StrCat(
         option, " is for collectives issued by CPU threads (gloo on CPU ranks), but gradient producer '",
         graph.TaskName(after), "' runs on ", graph.Str(graph.resources[static_cast<size_t>(thread)].name),
-        ": leave ", option, " at 0"));
+        ": leave ", option, option == "bucket_cpu_latency" ? " empty" : " at 0"));
   }
   task.kind = TaskKind::kCpuOp;
   task.phase = Phase::kComm;

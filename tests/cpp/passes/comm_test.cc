@@ -911,6 +911,17 @@ TEST_CASE("data_parallel with bucket_cpu_latency puts every all-reduce's latency
   const absl::Status s = RunError("data_parallel", {{"world_size", "2"}, {"bucket_cpu_latency", "0:5"}}, t.g);
   CHECK(s.code() == absl::StatusCode::kInvalidArgument);
   CHECK_THAT(std::string(s.message()), Catch::Contains("bucket_cpu_latency: bad point '0:5'"));
+  // GPU gradients (NCCL): no CPU thread issues the all-reduces to pay them.
+  TrainingGraph gpu_graph;
+  const absl::Status gpu =
+      RunError("data_parallel", {{"world_size", "2"}, {"bucket_cpu_latency", "10:300"}}, gpu_graph.g);
+  CHECK(gpu.code() == absl::StatusCode::kInvalidArgument);
+  CHECK_THAT(std::string(gpu.message()), Catch::Contains("bucket_cpu_latency is for collectives issued by CPU "
+                                                         "threads"));
+  CHECK_THAT(std::string(gpu.message()), Catch::EndsWith("leave bucket_cpu_latency empty"));
+  TrainingGraph fresh;  // a failed pass leaves its graph half edited
+  const absl::Status share = RunError("data_parallel", {{"world_size", "2"}, {"comm_cpu_share", "0.5"}}, fresh.g);
+  CHECK_THAT(std::string(share.message()), Catch::EndsWith("leave comm_cpu_share at 0"));
 }
 
 TEST_CASE("data_parallel checks gap_latency", "[comm]") {
