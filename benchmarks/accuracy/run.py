@@ -536,7 +536,8 @@ def ddp_rank(rank: int, world: int, port: int, exp: str, name: str, a: argparse.
                 options.update(network_options(net, "tensor_fusion"))
                 out["prediction"] = predict(prof, "tensor_fusion", options)
                 keep_capture(a, exp, name, prof, out["prediction"])
-                out["prediction_beside_compute"] = predict(prof, "tensor_fusion", {**options, "comm_cpu_share": 0})
+                out["prediction_beside_compute"] = predict(prof, "tensor_fusion", {**options, "comm_cpu_share": 0,
+                                                                                  "bucket_cpu_latency": ""})
                 out["prediction_no_gap"] = predict(prof, "tensor_fusion", {**options, "gap_latency": ""})
                 add_ddp_gap(out, prof, options, net)
                 add_median_network(out, prof, "tensor_fusion", options, net)

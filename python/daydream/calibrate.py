@@ -1540,13 +1540,19 @@ def _linear_stack(torch: Any, layers: int) -> Any:
     return torch.nn.Sequential(*[torch.nn.Linear(64, 64) for _ in range(layers)])
 
 
+def _stack_batch(torch: Any, batch: int) -> Tuple[Any, Any]:
+    """Inputs and targets of ``batch`` rows for a :func:`_linear_stack`, the
+    same for a batch size every time."""
+    g = torch.Generator().manual_seed(batch)
+    return torch.randn(batch, 64, generator=g), torch.randn(batch, 64, generator=g)
+
+
 def _timed_training_step(torch: Any, model: Any, batch: int) -> Callable[[], float]:
     """Seconds of one Adam training step of ``model`` (a stack of
     :func:`_linear_stack`) at ``batch``, per call."""
     from .capture import training_step  # noqa: PLC0415
 
-    g = torch.Generator().manual_seed(batch)
-    x, y = torch.randn(batch, 64, generator=g), torch.randn(batch, 64, generator=g)
+    x, y = _stack_batch(torch, batch)
     step = training_step(model, x, y, torch.nn.MSELoss(), torch.optim.Adam(model.parameters(), lr=1e-3))
 
     def timed() -> float:
@@ -1685,46 +1691,52 @@ def _trimmed_mean(xs: Sequence[float], cut: float) -> float:
     return statistics.fmean(xs[k:len(xs) - k] or xs)
 
 
-def ddp_queued_latency_us(quiet_ms: Dict[int, List[float]], real_ms: Dict[int, List[float]],
-                          world_size: int) -> float:
-    """``queued_latency_us`` from DDP steps with 1 and with K buckets of the
-    same gradients (keys: buckets), each with its all-reduces (``real_ms``)
-    and with nothing communicated (``quiet_ms``): what communicating adds to
-    a step with K buckets beyond what it adds with one (medians), over the
-    K - 1 extra all-reduces, which the ring model's 2(N-1) steps of latency
-    price (the bandwidth term is the same in total), at least 0."""
+def ddp_extra_per_bucket_ms(quiet_ms: Dict[int, List[float]], real_ms: Dict[int, List[float]]) -> float:
+    """From DDP steps with 1 and with K buckets of the same gradients (keys:
+    buckets), each with its all-reduces (``real_ms``) and with nothing
+    communicated (``quiet_ms``): what communicating adds to a step with K
+    buckets beyond what it adds with one (medians), over the K - 1 extra
+    buckets, in ms (may be negative)."""
     (one, many) = sorted(real_ms)
 
     def extra(k: int) -> float:
         return statistics.median(real_ms[k]) - statistics.median(quiet_ms[k])
-    per_queued_ms = (extra(many) - extra(one)) / (many - one)
-    return max(0.0, per_queued_ms) * 1e3 / (2 * (max(world_size, 2) - 1))
+    return (extra(many) - extra(one)) / (many - one)
+
+
+def ddp_queued_latency_us(quiet_ms: Dict[int, List[float]], real_ms: Dict[int, List[float]],
+                          world_size: int) -> float:
+    """``queued_latency_us`` from DDP steps with 1 and with K buckets
+    (:func:`ddp_extra_per_bucket_ms`): the extra per further all-reduce,
+    which the ring model's 2(N-1) steps of latency price (the bandwidth term
+    is the same in total), at least 0."""
+    return max(0.0, ddp_extra_per_bucket_ms(quiet_ms, real_ms)) * 1e3 / (2 * (max(world_size, 2) - 1))
 
 
 def ddp_bucket_latency_points(per_batch: Sequence[Tuple[float, float]]) -> str:
     """``bucket_cpu_latency`` points from (gap us, extra ms per extra
     bucket) pairs, one per batch of :func:`measure_ddp_queued_latency`: at
-    each gap in whole us (increasing; one no longer than the one before, or
-    0, is left out), the extra in us, at least 0 and at least the extra of a
-    shorter gap."""
+    each gap in whole us (increasing: one no longer than the one before is
+    merged into it; one of 0 us is left out), the extra in us, at least 0
+    and at least the extra of a shorter gap."""
     extra = 0.0
-    out: List[str] = []
-    last_gap = 0
+    points: List[Tuple[int, float]] = []
     for gap_us, per_bucket_ms in sorted(per_batch):
         gap = round(gap_us)  # as written: the pass wants gaps > 0 and increasing
-        if gap <= last_gap:
-            continue
         extra = max(extra, per_bucket_ms * 1e3)
-        out.append(f"{gap}:{extra:.1f}")
-        last_gap = gap
-    return ";".join(out)
+        if gap <= 0:
+            continue
+        if points and gap <= points[-1][0]:
+            points[-1] = (points[-1][0], extra)
+        else:
+            points.append((gap, extra))
+    return ";".join(f"{g}:{e:.1f}" for g, e in points)
 
 
 def _timed_backward(torch: Any, model: Any, batch: int) -> Callable[[], float]:
     """Seconds of one backward of ``model`` (a stack of :func:`_linear_stack`,
     in DDP with a hook that communicates nothing) at ``batch``, per call."""
-    g = torch.Generator().manual_seed(batch)
-    x, y = torch.randn(batch, 64, generator=g), torch.randn(batch, 64, generator=g)
+    x, y = _stack_batch(torch, batch)
     loss_fn = torch.nn.MSELoss()
 
     def timed() -> float:
@@ -1755,10 +1767,10 @@ def measure_ddp_queued_latency(dist: Any, torch: Any, layers: int = 16, batches:
     over the extra buckets, is a point of ``bucket_cpu_latency`` at the gap
     between two buckets' gradients: the median backward of the quiet stack
     over its layers (:func:`ddp_bucket_latency_points`). On a 2-vCPU guest
-    with gloo's threads as scheduled, each extra bucket added 0.21-0.28 ms
-    at batch 32, 0.31-0.44 ms at 512 and 0.52-0.78 ms at 2048 (four jobs):
-    a bucket costs more the more compute lies between it and the next
-    (docs/accuracy.md).
+    with gloo's threads as scheduled, each extra bucket added 0.25-0.44 ms
+    at batch 32, 0.25-0.46 ms at 512 and 0.41-0.78 ms at 2048 (the jobs of
+    2026-11-29's eighth session): a bucket costs more the more compute lies
+    between it and the next (docs/accuracy.md).
 
     It replaced a measure of ten all-reduces issued at once and waited for
     together, which read 95-817 us from job to job in one session on a
@@ -1793,12 +1805,11 @@ def measure_ddp_queued_latency(dist: Any, torch: Any, layers: int = 16, batches:
         gap_us = statistics.median(backward() for _ in range(9)) / layers * 1e6
         quiet = {k: times[(k, False)] for k in (1, layers)}
         real = {k: times[(k, True)] for k in (1, layers)}
-        per_ring_step_us = ddp_queued_latency_us(quiet, real, world)
         points.append({
             "batch": batch,
             "gap_us": gap_us,
-            "queued_latency_us": per_ring_step_us,
-            "per_bucket_ms": per_ring_step_us * 2 * (max(world, 2) - 1) / 1e3,
+            "queued_latency_us": ddp_queued_latency_us(quiet, real, world),
+            "per_bucket_ms": ddp_extra_per_bucket_ms(quiet, real),
             "quiet_median_ms": {str(k): statistics.median(v) for k, v in quiet.items()},
             "median_ms": {str(k): statistics.median(v) for k, v in real.items()},
         })

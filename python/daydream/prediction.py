@@ -443,8 +443,9 @@ def _recorded_cpu_waits(graph: Graph, requests: List[Tuple[str, Dict[str, str]]]
     iteration (``Profiler.recorded_cpu_wait_ms``) becomes
     ``recorded_cpu_wait_us``, what the recorded all-reduces' threads took from
     it, unless given. Only where the graph communicates, with one wait per
-    iteration of the graph, and for a pass given ``comm_cpu_share`` (without
-    one, collectives run beside compute and take nothing from it)."""
+    iteration of the graph, and for a pass given ``comm_cpu_share`` or
+    ``bucket_cpu_latency`` (without either, collectives run beside compute
+    and take nothing from it)."""
     if not waits_ms or len(waits_ms) != len(graph.iterations):
         return []
     notes: List[str] = []
@@ -452,7 +453,7 @@ def _recorded_cpu_waits(graph: Graph, requests: List[Tuple[str, Dict[str, str]]]
         if name != "tensor_fusion" or "recorded_cpu_wait_us" in given:
             continue
         try:
-            if not float(given.get("comm_cpu_share", "0")) > 0:
+            if not float(given.get("comm_cpu_share", "0")) > 0 and not given.get("bucket_cpu_latency"):
                 continue
         except ValueError:
             continue  # the pass names the bad value

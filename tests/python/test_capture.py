@@ -541,19 +541,22 @@ def test_fit_to_the_forward_of_a_step_that_communicates(ddp_run: Path) -> None:
 def test_only_tensor_fusion_with_a_cpu_share_takes_the_recorded_waits(ddp_run: Path, captured) -> None:
     """daydream.predict hands the Profiler's recorded waits to tensor_fusion
     of a graph that communicates, one per iteration, where the pass has a
-    comm_cpu_share: without one, collectives take nothing from compute."""
+    comm_cpu_share or pays latencies on the thread (bucket_cpu_latency):
+    without either, collectives take nothing from compute."""
     from daydream.prediction import _recorded_cpu_waits
 
     graph = daydream.build_graph(daydream.load_trace(str(ddp_run / "rank0.pt.trace.json")))
     waits = [0.5 * (i + 1) for i in range(len(graph.iterations))]
     requests = [("tensor_fusion", {"comm_cpu_share": "0.5"}), ("tensor_fusion", {}),
                 ("tensor_fusion", {"comm_cpu_share": "0.5", "recorded_cpu_wait_us": "7;7"}),
-                ("data_parallel", {"comm_cpu_share": "0.5"})]
+                ("data_parallel", {"comm_cpu_share": "0.5"}),
+                ("tensor_fusion", {"bucket_cpu_latency": "50:300"})]
     notes = _recorded_cpu_waits(graph, requests, waits)
     assert requests[0][1]["recorded_cpu_wait_us"] == ";".join(f"{w * 1e3:.1f}" for w in waits)
+    assert requests[4][1]["recorded_cpu_wait_us"] == requests[0][1]["recorded_cpu_wait_us"]
     assert "recorded_cpu_wait_us" not in requests[1][1] and "recorded_cpu_wait_us" not in requests[3][1]
     assert requests[2][1]["recorded_cpu_wait_us"] == "7;7"  # given: kept
-    assert len(notes) == 1 and "waited" in notes[0]
+    assert len(notes) == 2 and all("waited" in n for n in notes)
     # One wait per iteration, or none taken.
     fresh = [("tensor_fusion", {"comm_cpu_share": "0.5"})]
     assert _recorded_cpu_waits(graph, fresh, waits[:-1]) == [] and "recorded_cpu_wait_us" not in fresh[0][1]

@@ -53,15 +53,17 @@ std::vector<OptionSpec> NetworkOptions() {
        "per-step latency in microseconds of an all-reduce that is ready while the one before it in the "
        "iteration still runs (from a replay of the graph before the pass): where collectives run on CPU threads "
        "(gloo), queued ones find the threads awake and cost less than the first, and pay no gap_latency "
-       "(measured by daydream.calibrate_network on gloo; -1: latency_us for every all-reduce)"},
+       "(measured by daydream.calibrate_network on gloo; -1: latency_us for every all-reduce; ignored with "
+       "bucket_cpu_latency)"},
       {"bucket_cpu_latency", OptionType::kString, "",
        "where collectives run on threads that share the computing cores (gloo on CPU ranks with no spare core), "
-       "every all-reduce's latency is paid by the CPU thread that issues it, the network taking only its "
-       "bandwidth term: the iteration's first all-reduce's at the network's latency plus gap_latency, each later "
-       "one's as GAP_US:US points (as for gap_latency; the gap is the compute since the bucket before it was "
-       "ready), and none is priced as queued. daydream.calibrate_network measures the points on gloo from DDP "
-       "steps of a Linear stack in one bucket and in one per layer, at several batch sizes (empty: the "
-       "latencies on the network)"},
+       "every all-reduce's latency is paid by the CPU thread that issues it, before the all-reduce, and the network "
+       "takes only the bandwidth term: the iteration's first all-reduce's at the network's latency plus "
+       "gap_latency, each later one's as GAP_US:US points (linear between them, flat before the first and after "
+       "the last; the gap is the compute since the bucket before it was ready), and none is priced as queued; "
+       "tensor_fusion takes as much off what the recorded all-reduces overlapped. daydream.calibrate_network "
+       "measures the points on gloo from DDP steps of a Linear stack in one bucket and in one per layer, at "
+       "several batch sizes (empty: the latencies on the network)"},
       {"straggler_us", OptionType::kDouble, "0",
        "expected wait per iteration for the slowest rank, in microseconds, added to the iteration's first "
        "all-reduce: the expected maximum of world_size ranks' step times less their mean (daydream.predict sets "
@@ -328,7 +330,8 @@ absl::StatusOr<RecordedShares> RemoveRecordedCpuShares(Graph& graph, const std::
                                                        const std::vector<int32_t>& issues, const AllReducePlan& plan,
                                                        const std::vector<double>& waited_us = {}) {
   const double share = plan.comm_cpu_share;
-  if (share <= 0 || old.empty() || issues.empty()) return RecordedShares{};
+  const bool latency_on_thread = !plan.bucket_cpu_latency.empty();
+  if ((share <= 0 && !latency_on_thread) || old.empty() || issues.empty()) return RecordedShares{};
   if (!graph.has_adjacency()) graph.BuildAdjacency();
   DD_ASSIGN_OR_RETURN(const Schedule replay, Simulate(graph));
   std::vector<TimeNs> ends;
@@ -411,7 +414,13 @@ absl::StatusOr<RecordedShares> RemoveRecordedCpuShares(Graph& graph, const std::
     } else {
       const TimeNs wire = CollectiveTime(Collective::kAllReduce, plan.algorithm, std::max<int64_t>(c.bytes, 0),
                                          plan.world_size, plan.network);
-      take = share * static_cast<double>(std::min(overlapped, wire));
+      if (latency_on_thread) {  // as the new all-reduces are priced: the latency whole, the share of the rest
+        const TimeNs latency = CollectiveTime(Collective::kAllReduce, plan.algorithm, 0, plan.world_size, plan.network);
+        take = std::min(static_cast<double>(overlapped),
+                        static_cast<double>(latency) + share * static_cast<double>(wire - latency));
+      } else {
+        take = share * static_cast<double>(std::min(overlapped, wire));
+      }
     }
     for_each_overlap(a, b, [&](Piece& p, TimeNs o) {
       p.cut += take * static_cast<double>(o) / static_cast<double>(overlapped);
@@ -481,12 +490,16 @@ absl::StatusOr<int64_t> InsertAllReduces(Graph& graph, const AllReducePlan& plan
   }
   // gap_latency's gaps and the queued all-reduces come from a replay before
   // any edit (task ids stay valid while the editor adds tasks, until Commit).
-  const bool queueing = plan.queued_alpha_s >= 0;
-  const bool replayed = !plan.gap_latency.empty() || queueing || !plan.bucket_cpu_latency.empty();
+  // With bucket_cpu_latency the issuing thread pays each all-reduce's
+  // latency, before the all-reduce, and the network only its bandwidth term;
+  // nothing is priced as queued.
+  const bool on_thread = !plan.bucket_cpu_latency.empty();
+  const bool queueing = plan.queued_alpha_s >= 0 && !on_thread;
+  const bool replayed = !plan.gap_latency.empty() || queueing || on_thread;
+  NetworkModel network = plan.network;
+  if (on_thread) network.alpha_s = 0;
   NetworkModel queued_network = plan.network;
   if (queueing) queued_network.alpha_s = plan.queued_alpha_s;
-  NetworkModel bandwidth_only = plan.network;  // bucket_cpu_latency's all-reduces
-  bandwidth_only.alpha_s = 0;
   Schedule replay;
   if (replayed) {
     if (!graph.has_adjacency()) graph.BuildAdjacency();
@@ -507,6 +520,7 @@ absl::StatusOr<int64_t> InsertAllReduces(Graph& graph, const AllReducePlan& plan
   int64_t report_bytes = 0;
   TimeNs report_time = 0;
   TimeNs report_cpu_share = 0;
+  TimeNs report_thread_latency = 0;
   TimeNs report_reducer = 0;
   TimeNs report_gap_extra = 0;
   TimeNs report_straggler = 0;
@@ -569,19 +583,22 @@ absl::StatusOr<int64_t> InsertAllReduces(Graph& graph, const AllReducePlan& plan
       task.bytes = bytes;
       task.recorded_start_ns = ready_order;
       const double gap_us = static_cast<double>(std::max<TimeNs>(gap_ns[b], 0)) / 1e3;
-      // With bucket_cpu_latency the issuing thread pays each all-reduce's
-      // latency and the network only its bandwidth term: the first's at the
-      // network's latency and gap_latency, each later one's at its gap.
-      const bool on_thread = !plan.bucket_cpu_latency.empty();
-      const bool queued = !on_thread && queueing && ready[b] < channel_free;
+      const bool queued = queueing && ready[b] < channel_free;
       const TimeNs wire = CollectiveTime(Collective::kAllReduce, plan.algorithm, bytes, plan.world_size,
-                                         on_thread ? bandwidth_only : queued ? queued_network : plan.network);
-      const TimeNs gap_extra = queued || (on_thread && b > 0) ? 0 : RoundNs(GapExtraUs(plan.gap_latency, gap_us) * 1e3);
+                                         queued ? queued_network : network);
+      const TimeNs gap_extra =
+          queued || (on_thread && b > 0) ? 0 : RoundNs(GapExtraUs(plan.gap_latency, gap_us) * 1e3);
+      // On the thread: the first all-reduce's latency term and gap_latency,
+      // each later one's bucket_cpu_latency at its gap (held at the first
+      // point's below it: a bucket right behind another still costs one).
       TimeNs thread_latency = 0;
       if (on_thread) {
-        thread_latency = b > 0 ? RoundNs(GapExtraUs(plan.bucket_cpu_latency, gap_us) * 1e3)
-                               : CollectiveTime(Collective::kAllReduce, plan.algorithm, bytes, plan.world_size,
-                                                plan.network) - wire + gap_extra;
+        thread_latency =
+            b == 0 ? CollectiveTime(Collective::kAllReduce, plan.algorithm, 0, plan.world_size, plan.network) +
+                         gap_extra  // 0 bytes: the latency term
+                   : RoundNs(GapExtraUs(plan.bucket_cpu_latency,
+                                        std::max(gap_us, plan.bucket_cpu_latency.front().first)) *
+                             1e3);
       }
       // The iteration's first all-reduce also waits for the slowest rank.
       const TimeNs straggler = b == 0 ? RoundNs(plan.straggler_us * 1e3) : 0;
@@ -603,8 +620,9 @@ absl::StatusOr<int64_t> InsertAllReduces(Graph& graph, const AllReducePlan& plan
       }
       editor.AddEdge(id, consumer, EdgeKind::kData);
       // What runs on the issuing thread, in order after the bucket's last
-      // gradient: DDP's reducer work (the all-reduce waits for it), then the
-      // collective's CPU share (the optimizer waits for it).
+      // gradient: DDP's reducer work and the latency paid there (the
+      // all-reduce waits for them), then the collective's CPU share (the
+      // optimizer waits for it).
       int32_t issuer = last_producer;
       const double reducer_us = plan.ddp_cpu_per_gradient_us * static_cast<double>(buckets[b].size()) +
                                 (b == 0 ? plan.ddp_cpu_us : 0.0) + static_cast<double>(plan.issue_call_ns) / 1e3;
@@ -620,17 +638,22 @@ absl::StatusOr<int64_t> InsertAllReduces(Graph& graph, const AllReducePlan& plan
                                                                                              : "comm_cpu_share"));
         if (report) report_reducer += reducer.duration_ns;
       }
-      if (plan.comm_cpu_share > 0 || thread_latency > 0) {
+      if (thread_latency > 0) {
+        Task latency;
+        latency.iteration = it;
+        latency.recorded_start_ns = ready_order;
+        latency.duration_ns = thread_latency;
+        latency.name = graph.strings.Intern(StrCat(graph.Str(task.name), ": latency"));
+        DD_ASSIGN_OR_RETURN(issuer, InsertOnIssuingThread(editor, issuer, latency, id, "bucket_cpu_latency"));
+        if (report) report_thread_latency += thread_latency;
+      }
+      if (plan.comm_cpu_share > 0) {
         Task share;
         share.iteration = it;
         share.recorded_start_ns = ready_order;
-        // The share is of the wire time (waiting for a slow start,
-        // gap_latency, takes no CPU), the latency paid on the thread whole.
-        share.duration_ns = RoundNs(plan.comm_cpu_share * static_cast<double>(wire)) + thread_latency;
+        share.duration_ns = RoundNs(plan.comm_cpu_share * static_cast<double>(wire));  // waiting takes no CPU
         share.name = graph.strings.Intern(StrCat(graph.Str(task.name), ": CPU share"));
-        DD_RETURN_IF_ERROR(InsertOnIssuingThread(editor, issuer, share, consumer,
-                                                 plan.comm_cpu_share > 0 ? "comm_cpu_share" : "bucket_cpu_latency")
-                               .status());
+        DD_RETURN_IF_ERROR(InsertOnIssuingThread(editor, issuer, share, consumer, "comm_cpu_share").status());
         if (report) report_cpu_share += share.duration_ns;
       }
       ++inserted;
@@ -665,13 +688,14 @@ absl::StatusOr<int64_t> InsertAllReduces(Graph& graph, const AllReducePlan& plan
                       plan.network.alpha_s * 1e6, " us): ", grads.size(), " gradients (",
                       Mb(static_cast<double>(report_bytes)), ") in ", report_buckets, " buckets per iteration, ",
                       static_cast<double>(report_time) / 1e6, " ms of all-reduce per iteration",
-                      report_cpu_share > 0
+                      plan.comm_cpu_share > 0
                           ? StrCat(", ", static_cast<double>(report_cpu_share) / 1e6, " ms of it on the CPU thread "
-                                   "that issues it (comm_cpu_share ", plan.comm_cpu_share,
-                                   plan.bucket_cpu_latency.empty()
-                                       ? ""
-                                       : "; every all-reduce's latency: bucket_cpu_latency",
-                                   ")")
+                                   "that issues it (comm_cpu_share ", plan.comm_cpu_share, ")")
+                          : std::string(),
+                      report_thread_latency > 0
+                          ? StrCat(", ", static_cast<double>(report_thread_latency) / 1e6,
+                                   " ms of it the all-reduces' latencies, paid by that thread before each "
+                                   "(bucket_cpu_latency)")
                           : std::string(),
                       report_gap_extra > 0
                           ? StrCat(" (", static_cast<double>(report_gap_extra) / 1e6,
@@ -928,7 +952,9 @@ class TensorFusionPass : public Pass {
     const std::vector<CollectiveSample> samples = CollectiveSamples(graph, world);
     DD_ASSIGN_OR_RETURN(std::vector<int32_t> grads, Gradients(graph, options_.Double("gradient_mb")));
     DD_ASSIGN_OR_RETURN(AllReducePlan plan, PlanFrom(options_, graph, world, samples));
-    if (plan.comm_cpu_share <= 0 || old.empty()) issues.clear();
+    // Without a CPU share or latencies on the thread the collectives take
+    // nothing from it, and the recorded calls stay.
+    if ((plan.comm_cpu_share <= 0 && plan.bucket_cpu_latency.empty()) || old.empty()) issues.clear();
     DD_ASSIGN_OR_RETURN(const std::vector<double> waited_us, ParseRecordedWaits(options_.String("recorded_cpu_wait_us"),
                                                                                 graph.iterations.size()));
     if (!old.empty() && (plan.ddp_cpu_us > 0 || plan.ddp_cpu_per_gradient_us > 0)) {
@@ -1047,7 +1073,8 @@ PassInfo DataParallelPassInfo() {
       "on an iteration's first all-reduce straggler_us (the wait for the slowest rank); with queued_latency_us, "
       "an all-reduce ready while the one before it still runs takes that latency instead, and no gap_latency; "
       "with bucket_cpu_latency, every all-reduce's latency (the first's with its gap_latency, each later one's "
-      "from those points at its gap) runs on the thread that issued it and the network takes the bandwidth term. "
+      "from those points at its gap) runs on the thread that issues it before the all-reduce, and the network "
+      "takes the bandwidth term. "
       "Where "
       "collectives need the cores that compute (gloo on CPU ranks), comm_cpu_share of each all-reduce's wire "
       "time also runs on the thread that issued it, after the bucket's last gradient, and delays what that "

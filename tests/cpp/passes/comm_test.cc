@@ -854,61 +854,93 @@ TEST_CASE("data_parallel with bucket_cpu_latency puts every all-reduce's latency
                             {"latency_us", "100"},    {"gap_latency", "0.001:500"}, {"queued_latency_us", "10"},
                             {"comm_cpu_share", "0"}};
   struct Run {
-    std::vector<TimeNs> wire;    // the all-reduces on the network
-    std::vector<TimeNs> thread;  // the CPU shares on the issuing thread
+    std::vector<TimeNs> wire;     // the all-reduces on the network
+    std::vector<TimeNs> latency;  // their latencies on the issuing thread
     TimeNs makespan = 0;
+    std::string note;
   };
-  auto run = [&](const std::string& points, PassContext* context) {
+  auto run = [&](const OptionMap& extra) {
     TrainingGraph t(o);
     OptionMap options = common;
-    if (!points.empty()) options["bucket_cpu_latency"] = points;
-    REQUIRE(RunOk("data_parallel", options, t.g, context));
+    for (const auto& [k, v] : extra) options[k] = v;
+    PassContext context;
+    REQUIRE(RunOk("data_parallel", options, t.g, &context));
     Run out;
-    for (int32_t ar : Inserted(t.g)) out.wire.push_back(t.g.tasks[static_cast<size_t>(ar)].duration_ns);
-    for (size_t i = 0; i < t.g.tasks.size(); ++i) {
-      if (EndsWith(t.g.TaskName(static_cast<int32_t>(i)), ": CPU share")) {
-        out.thread.push_back(t.g.tasks[i].duration_ns);
+    out.note = context.notes.at(0);
+    for (int32_t ar : Inserted(t.g)) {
+      out.wire.push_back(t.g.tasks[static_cast<size_t>(ar)].duration_ns);
+      // Its latency: a task on a CPU thread that the all-reduce waits for.
+      for (const Edge& e : t.g.edges) {
+        if (e.to != ar || !EndsWith(t.g.TaskName(e.from), ": latency")) continue;
+        const Task& latency = t.g.tasks[static_cast<size_t>(e.from)];
+        CHECK(t.g.resources[static_cast<size_t>(latency.resource)].kind == ResourceKind::kCpuThread);
+        CHECK(t.g.TaskName(e.from) == StrCat(t.g.TaskName(ar), ": latency"));
+        out.latency.push_back(latency.duration_ns);
       }
     }
     out.makespan = Makespan(t.g);
     return out;
   };
-  PassContext context;
-  const Run got = run("0.001:300", &context);
+  const Run got = run({{"bucket_cpu_latency", "0.001:300"}});
   REQUIRE(got.wire.size() == 6);
-  REQUIRE(got.thread.size() == 6);
+  REQUIRE(got.latency.size() == 6);
   for (size_t i = 0; i < 6; ++i) {
     INFO("all-reduce " << i);
     CHECK(got.wire[i] < 10);  // the bandwidth term only
     // An iteration's first: the ring's 2 x 100 us and gap_latency's 0.5 ms;
     // each later one 0.3 ms at any gap, none priced as queued.
-    CHECK(got.thread[i] == (i % 3 == 0 ? 700'000 : 300'000));
+    CHECK(got.latency[i] == (i % 3 == 0 ? 700'000 : 300'000));
   }
-  CHECK_THAT(context.notes[0], Catch::Contains("every all-reduce's latency: bucket_cpu_latency"));
-  CHECK_THAT(context.notes[0], !Catch::Contains("queued"));
-  // Without it the latencies are on the network, beside the computation.
-  const Run plain = run("", nullptr);
-  CHECK(plain.thread.empty());
+  CHECK_THAT(got.note, Catch::Contains("1.3 ms of it the all-reduces' latencies, paid by that thread before each"));
+  CHECK_THAT(got.note, !Catch::Contains("queued"));
+  // Without it the latencies are on the network, beside the computation,
+  // and the later all-reduces queue.
+  const Run plain = run({});
+  CHECK(plain.latency.empty());
   CHECK(plain.wire[0] == 700'000);
+  CHECK_THAT(plain.note, Catch::Contains("queued behind"));
   CHECK(plain.makespan < got.makespan);
-  // A later bucket's point is read at its gap: below the first point,
-  // linear from 0 (here 1 us and 2 us per us of gap), the first unchanged.
-  const Run one = run("1e8:1e8", nullptr);
-  const Run two = run("1e8:2e8", nullptr);
-  REQUIRE(one.thread.size() == 6);
-  REQUIRE(two.thread.size() == 6);
+  // A later bucket's point is read at its gap (here 1 us and 2 us per us of
+  // gap between the first and the last point), the first unchanged...
+  const Run one = run({{"bucket_cpu_latency", "1:1;1e8:1e8"}});
+  const Run two = run({{"bucket_cpu_latency", "1:2;1e8:2e8"}});
+  // ... and held at the first point's value below it.
+  const Run held = run({{"bucket_cpu_latency", "1e6:300"}});
+  REQUIRE(one.latency.size() == 6);
+  REQUIRE(two.latency.size() == 6);
+  REQUIRE(held.latency.size() == 6);
   for (size_t i = 0; i < 6; ++i) {
     INFO("all-reduce " << i);
     if (i % 3 == 0) {
-      CHECK(one.thread[i] == 700'000);
-      CHECK(two.thread[i] == 700'000);
+      CHECK(one.latency[i] == 700'000);
+      CHECK(two.latency[i] == 700'000);
     } else {
-      CHECK(one.thread[i] > 1'000);  // the gradients lie apart
-      CHECK(two.thread[i] == 2 * one.thread[i]);
+      CHECK(one.latency[i] > 1'000);  // the gradients lie apart
+      CHECK(two.latency[i] == 2 * one.latency[i]);
+      CHECK(held.latency[i] == 300'000);
     }
   }
-  TrainingGraph t;
-  const absl::Status s = RunError("data_parallel", {{"world_size", "2"}, {"bucket_cpu_latency", "0:5"}}, t.g);
+  // With a CPU share, the share is of the bandwidth term, after the
+  // all-reduce is issued: a task of its own.
+  TrainingGraph t(o);
+  OptionMap shared = common;
+  shared["bucket_cpu_latency"] = "0.001:300";
+  shared["comm_cpu_share"] = "0.5";
+  shared["bandwidth_gbps"] = "0.001";  // 4 kB: 4 ms on the wire
+  REQUIRE(RunOk("data_parallel", shared, t.g));
+  const std::vector<int32_t> ars = Inserted(t.g);
+  REQUIRE(ars.size() == 6);
+  for (int32_t ar : ars) {
+    const TimeNs wire = t.g.tasks[static_cast<size_t>(ar)].duration_ns;
+    CHECK(wire > 1'000'000);
+    const auto share = std::find_if(t.g.edges.begin(), t.g.edges.end(), [&](const Edge& e) {
+      return t.g.TaskName(e.from) == StrCat(t.g.TaskName(ar), ": CPU share");
+    });
+    REQUIRE(share != t.g.edges.end());
+    CHECK(t.g.tasks[static_cast<size_t>(share->from)].duration_ns == wire / 2);
+  }
+  TrainingGraph bad;
+  const absl::Status s = RunError("data_parallel", {{"world_size", "2"}, {"bucket_cpu_latency", "0:5"}}, bad.g);
   CHECK(s.code() == absl::StatusCode::kInvalidArgument);
   CHECK_THAT(std::string(s.message()), Catch::Contains("bucket_cpu_latency: bad point '0:5'"));
   // GPU gradients (NCCL): no CPU thread issues the all-reduces to pay them.
@@ -1153,18 +1185,26 @@ TEST_CASE("tensor_fusion with comm_cpu_share replaces the calls that issued the 
   CHECK(issue_calls(beside.g).size() == 6);
 }
 
-TEST_CASE("tensor_fusion takes the recorded all-reduces' CPU share off the work they overlapped", "[comm]") {
-  // gloo's threads took comm_cpu_share of the core while each recorded
-  // all-reduce ran, from whatever the thread that computes ran then: the
-  // backward tasks and framework time after each issuing call.
+// gloo on CPU ranks with the calls that issued the recorded all-reduces,
+// each all-reduce as long as a few backward tasks (64 kB), the 8 MiB
+// broadcast before them short.
+TrainingGraphOptions GlooRanksWithShortAllReduces() {
   TrainingGraphOptions o;
   o.gpu = false;
   o.gpu_optimizer = false;
   o.recorded_world = 2;
   o.issue_calls = true;
-  o.grad_bytes = {64 * 1024, 64 * 1024, 64 * 1024};  // all-reduces as long as a few backward tasks
+  o.grad_bytes = {64 * 1024, 64 * 1024, 64 * 1024};
   o.recorded_net.alpha_s = 30e-6;
-  o.recorded_net.beta_bytes_per_s = 100e9;  // the 8 MiB broadcast before them is short
+  o.recorded_net.beta_bytes_per_s = 100e9;
+  return o;
+}
+
+TEST_CASE("tensor_fusion takes the recorded all-reduces' CPU share off the work they overlapped", "[comm]") {
+  // gloo's threads took comm_cpu_share of the core while each recorded
+  // all-reduce ran, from whatever the thread that computes ran then: the
+  // backward tasks and framework time after each issuing call.
+  const TrainingGraphOptions o = GlooRanksWithShortAllReduces();
   const TrainingGraph recorded(o);
   std::map<int64_t, std::pair<TimeNs, TimeNs>> expected;
   std::vector<TimeNs> calls;
@@ -1224,20 +1264,39 @@ TEST_CASE("tensor_fusion takes the recorded all-reduces' CPU share off the work 
   CHECK(work_after == work_before);
 }
 
+TEST_CASE("tensor_fusion with bucket_cpu_latency takes the recorded all-reduces' latency off the work they "
+          "overlapped, with no CPU share", "[comm]") {
+  // The new all-reduces' latencies go on the thread; the recorded ones' came
+  // off it in the same way: their latency whole (here 2 ms each, longer than
+  // any overlap, so all the overlapped time), plus the share of the rest.
+  const TrainingGraphOptions o = GlooRanksWithShortAllReduces();
+  const TrainingGraph recorded(o);
+  std::map<int64_t, std::pair<TimeNs, TimeNs>> expected;
+  const auto [duration_cut, gap_cut] = ExpectedShareCuts(recorded.g, 1.0, recorded.gpu, &expected);
+  REQUIRE(duration_cut > 10 * kUs);
+  TrainingGraph t(o);
+  PassContext context;
+  REQUIRE(RunOk("tensor_fusion",
+                {{"network", "ethernet10"}, {"latency_us", "1000"}, {"bucket_cpu_latency", "1:100"}}, t.g, &context));
+  for (const Task& after : t.g.tasks) {
+    CHECK(t.g.Str(after.name) != "c10d::allreduce_");  // one call per new bucket issues it instead
+    auto it = expected.find(after.trace_event);
+    if (after.resource != t.gpu || after.trace_event < 0 || it == expected.end()) continue;
+    const Task& before = recorded.g.tasks[static_cast<size_t>(after.trace_event)];
+    INFO(t.g.Str(after.name));
+    CHECK(after.duration_ns == before.duration_ns - it->second.first);
+  }
+  CHECK_THAT(context.notes[0], Catch::Contains("replaced 6 recorded gradient all-reduces and the 6 calls"));
+  CHECK_THAT(context.notes.back(), Catch::Contains("the all-reduces' latencies, paid by that thread before each"));
+}
+
 TEST_CASE("tensor_fusion with recorded_cpu_wait_us takes the measured wait for a core off the overlapped work",
           "[comm]") {
   // The thread that computes was measured to wait W us for a core in each
   // recorded iteration: that much of its time overlapped by the recorded
   // all-reduces goes, shared among them by overlap, instead of
   // comm_cpu_share of their time; never more than they overlapped.
-  TrainingGraphOptions o;
-  o.gpu = false;
-  o.gpu_optimizer = false;
-  o.recorded_world = 2;
-  o.issue_calls = true;
-  o.grad_bytes = {64 * 1024, 64 * 1024, 64 * 1024};
-  o.recorded_net.alpha_s = 30e-6;
-  o.recorded_net.beta_bytes_per_s = 100e9;
+  const TrainingGraphOptions o = GlooRanksWithShortAllReduces();
   const TrainingGraph recorded(o);
   // With share 1 on a slow network the share model takes all the overlap:
   // the most a measured wait can take.
