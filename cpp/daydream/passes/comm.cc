@@ -694,7 +694,7 @@ absl::StatusOr<int64_t> InsertAllReduces(Graph& graph, const AllReducePlan& plan
                           : std::string(),
                       report_thread_latency > 0
                           ? StrCat(", ", static_cast<double>(report_thread_latency) / 1e6,
-                                   " ms of it the all-reduces' latencies, paid by that thread before each "
+                                   " ms of it the all-reduces' latencies, paid by the issuing thread before each "
                                    "(bucket_cpu_latency)")
                           : std::string(),
                       report_gap_extra > 0

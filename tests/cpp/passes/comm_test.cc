@@ -891,7 +891,8 @@ TEST_CASE("data_parallel with bucket_cpu_latency puts every all-reduce's latency
     // each later one 0.3 ms at any gap, none priced as queued.
     CHECK(got.latency[i] == (i % 3 == 0 ? 700'000 : 300'000));
   }
-  CHECK_THAT(got.note, Catch::Contains("1.3 ms of it the all-reduces' latencies, paid by that thread before each"));
+  CHECK_THAT(got.note,
+             Catch::Contains("1.3 ms of it the all-reduces' latencies, paid by the issuing thread before each"));
   CHECK_THAT(got.note, !Catch::Contains("queued"));
   // Without it the latencies are on the network, beside the computation,
   // and the later all-reduces queue.
@@ -1287,7 +1288,8 @@ TEST_CASE("tensor_fusion with bucket_cpu_latency takes the recorded all-reduces'
     CHECK(after.duration_ns == before.duration_ns - it->second.first);
   }
   CHECK_THAT(context.notes[0], Catch::Contains("replaced 6 recorded gradient all-reduces and the 6 calls"));
-  CHECK_THAT(context.notes.back(), Catch::Contains("the all-reduces' latencies, paid by that thread before each"));
+  CHECK_THAT(context.notes.back(),
+             Catch::Contains("the all-reduces' latencies, paid by the issuing thread before each"));
 }
 
 TEST_CASE("tensor_fusion with recorded_cpu_wait_us takes the measured wait for a core off the overlapped work",
