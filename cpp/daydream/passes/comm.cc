@@ -57,10 +57,11 @@ std::vector<OptionSpec> NetworkOptions() {
        "bucket_cpu_latency)"},
       {"bucket_cpu_latency", OptionType::kString, "",
        "where collectives run on threads that share the computing cores (gloo on CPU ranks with no spare core), "
-       "every all-reduce's latency is paid by the CPU thread that issues it, before the all-reduce, and the network "
-       "takes only the bandwidth term: the iteration's first all-reduce's at the network's latency plus "
-       "gap_latency, each later one's as GAP_US:US points (linear between them, flat before the first and after "
-       "the last; the gap is the compute since the bucket before it was ready), and none is priced as queued; "
+       "every all-reduce's latency is paid by the CPU thread that issues it, before the all-reduce, and the "
+       "network takes only the bandwidth term (and the first all-reduce's gap_latency, a wait): the iteration's "
+       "first all-reduce's at the network's latency, each later one's as GAP_US:US points (linear between them, "
+       "flat before the first and after the last; the gap is the compute since the bucket before it was ready), "
+       "and none is priced as queued; "
        "tensor_fusion takes as much off what the recorded all-reduces overlapped. daydream.calibrate_network "
        "measures the points on gloo from DDP steps of a Linear stack in one bucket and in one per layer, at "
        "several batch sizes (empty: the latencies on the network)"},
@@ -588,21 +589,22 @@ absl::StatusOr<int64_t> InsertAllReduces(Graph& graph, const AllReducePlan& plan
                                          queued ? queued_network : network);
       const TimeNs gap_extra =
           queued || (on_thread && b > 0) ? 0 : RoundNs(GapExtraUs(plan.gap_latency, gap_us) * 1e3);
-      // On the thread: the first all-reduce's latency term and gap_latency,
+      // On the thread: the first all-reduce's latency term (its gap_latency,
+      // a wait for the wake-up, stays on the network: waiting takes no CPU),
       // each later one's bucket_cpu_latency at its gap (held at the first
       // point's below it: a bucket right behind another still costs one).
       TimeNs thread_latency = 0;
       if (on_thread) {
         thread_latency =
-            b == 0 ? CollectiveTime(Collective::kAllReduce, plan.algorithm, 0, plan.world_size, plan.network) +
-                         gap_extra  // 0 bytes: the latency term
+            b == 0 ? CollectiveTime(Collective::kAllReduce, plan.algorithm, 0, plan.world_size,  // the latency term
+                                    plan.network)
                    : RoundNs(GapExtraUs(plan.bucket_cpu_latency,
                                         std::max(gap_us, plan.bucket_cpu_latency.front().first)) *
                              1e3);
       }
       // The iteration's first all-reduce also waits for the slowest rank.
       const TimeNs straggler = b == 0 ? RoundNs(plan.straggler_us * 1e3) : 0;
-      task.duration_ns = wire + (on_thread ? 0 : gap_extra) + straggler;
+      task.duration_ns = wire + gap_extra + straggler;
       if (replayed) channel_free = std::max(ready[b], channel_free) + task.duration_ns;
       task.name = graph.strings.Intern(StrCat("all_reduce bucket ", b, " (", Mb(static_cast<double>(bytes)), ")"));
       if (report) {
@@ -1072,9 +1074,9 @@ PassInfo DataParallelPassInfo() {
       "2 log2(N) a + 2 b/B), plus gap_latency's extra for the compute since the rank's previous bucket, and "
       "on an iteration's first all-reduce straggler_us (the wait for the slowest rank); with queued_latency_us, "
       "an all-reduce ready while the one before it still runs takes that latency instead, and no gap_latency; "
-      "with bucket_cpu_latency, every all-reduce's latency (the first's with its gap_latency, each later one's "
-      "from those points at its gap) runs on the thread that issues it before the all-reduce, and the network "
-      "takes the bandwidth term. "
+      "with bucket_cpu_latency, every all-reduce's latency (the first's the network's, each later one's from "
+      "those points at its gap) runs on the thread that issues it before the all-reduce, and the network takes "
+      "the bandwidth term and the first's gap_latency. "
       "Where "
       "collectives need the cores that compute (gloo on CPU ranks), comm_cpu_share of each all-reduce's wire "
       "time also runs on the thread that issued it, after the bucket's last gradient, and delays what that "

@@ -54,10 +54,11 @@ struct AllReducePlan {
   double queued_alpha_s = -1;
   // Non-empty: every all-reduce's latency is paid by the thread that issues
   // it, before the all-reduce, and the network takes only the bandwidth
-  // term; none is queued. The iteration's first pays the network's latency
-  // and gap_latency; each later one these (gap us, us) points (as
-  // gap_latency's, but flat before the first) at the compute since the
-  // bucket before it was ready. Empty: the latencies on the network.
+  // term (and the first's gap_latency); none is queued. The iteration's
+  // first pays the network's latency; each later one these (gap us, us)
+  // points (as gap_latency's, but flat before the first) at the compute
+  // since the bucket before it was ready. Empty: the latencies on the
+  // network.
   std::vector<std::pair<double, double>> bucket_cpu_latency;
 };
 
