@@ -331,8 +331,7 @@ absl::StatusOr<RecordedShares> RemoveRecordedCpuShares(Graph& graph, const std::
                                                        const std::vector<int32_t>& issues, const AllReducePlan& plan,
                                                        const std::vector<double>& waited_us = {}) {
   const double share = plan.comm_cpu_share;
-  const bool latency_on_thread = !plan.bucket_cpu_latency.empty();
-  if ((share <= 0 && !latency_on_thread) || old.empty() || issues.empty()) return RecordedShares{};
+  if (!plan.TakesThreadTime() || old.empty() || issues.empty()) return RecordedShares{};
   if (!graph.has_adjacency()) graph.BuildAdjacency();
   DD_ASSIGN_OR_RETURN(const Schedule replay, Simulate(graph));
   std::vector<TimeNs> ends;
@@ -415,8 +414,8 @@ absl::StatusOr<RecordedShares> RemoveRecordedCpuShares(Graph& graph, const std::
     } else {
       const TimeNs wire = CollectiveTime(Collective::kAllReduce, plan.algorithm, std::max<int64_t>(c.bytes, 0),
                                          plan.world_size, plan.network);
-      if (latency_on_thread) {  // as the new all-reduces are priced: the latency whole, the share of the rest
-        const TimeNs latency = CollectiveTime(Collective::kAllReduce, plan.algorithm, 0, plan.world_size, plan.network);
+      if (plan.LatencyOnThread()) {  // as the new all-reduces are priced: the latency whole, the share of the rest
+        const TimeNs latency = plan.AllReduceLatencyNs();
         take = std::min(static_cast<double>(overlapped),
                         static_cast<double>(latency) + share * static_cast<double>(wire - latency));
       } else {
@@ -494,7 +493,7 @@ absl::StatusOr<int64_t> InsertAllReduces(Graph& graph, const AllReducePlan& plan
   // With bucket_cpu_latency the issuing thread pays each all-reduce's
   // latency, before the all-reduce, and the network only its bandwidth term;
   // nothing is priced as queued.
-  const bool on_thread = !plan.bucket_cpu_latency.empty();
+  const bool on_thread = plan.LatencyOnThread();
   const bool queueing = plan.queued_alpha_s >= 0 && !on_thread;
   const bool replayed = !plan.gap_latency.empty() || queueing || on_thread;
   NetworkModel network = plan.network;
@@ -596,8 +595,7 @@ absl::StatusOr<int64_t> InsertAllReduces(Graph& graph, const AllReducePlan& plan
       TimeNs thread_latency = 0;
       if (on_thread) {
         thread_latency =
-            b == 0 ? CollectiveTime(Collective::kAllReduce, plan.algorithm, 0, plan.world_size,  // the latency term
-                                    plan.network)
+            b == 0 ? plan.AllReduceLatencyNs()
                    : RoundNs(GapExtraUs(plan.bucket_cpu_latency,
                                         std::max(gap_us, plan.bucket_cpu_latency.front().first)) *
                              1e3);
@@ -956,7 +954,7 @@ class TensorFusionPass : public Pass {
     DD_ASSIGN_OR_RETURN(AllReducePlan plan, PlanFrom(options_, graph, world, samples));
     // Without a CPU share or latencies on the thread the collectives take
     // nothing from it, and the recorded calls stay.
-    if ((plan.comm_cpu_share <= 0 && plan.bucket_cpu_latency.empty()) || old.empty()) issues.clear();
+    if (!plan.TakesThreadTime() || old.empty()) issues.clear();
     DD_ASSIGN_OR_RETURN(const std::vector<double> waited_us, ParseRecordedWaits(options_.String("recorded_cpu_wait_us"),
                                                                                 graph.iterations.size()));
     if (!old.empty() && (plan.ddp_cpu_us > 0 || plan.ddp_cpu_per_gradient_us > 0)) {

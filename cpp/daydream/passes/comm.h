@@ -60,6 +60,15 @@ struct AllReducePlan {
   // since the bucket before it was ready. Empty: the latencies on the
   // network.
   std::vector<std::pair<double, double>> bucket_cpu_latency;
+
+  bool LatencyOnThread() const { return !bucket_cpu_latency.empty(); }
+  // Whether the collectives take time from the thread that issues them (a
+  // CPU share, or their latencies): else they run beside compute.
+  bool TakesThreadTime() const { return comm_cpu_share > 0 || LatencyOnThread(); }
+  // An all-reduce's latency term on the plan's network (its time at 0 bytes).
+  TimeNs AllReduceLatencyNs() const {
+    return CollectiveTime(Collective::kAllReduce, algorithm, 0, world_size, network);
+  }
 };
 
 // The extra time, in microseconds, `points` (AllReducePlan::gap_latency) give
