@@ -13,24 +13,23 @@
 
 namespace daydream {
 
-// 10^n for n in 0..16.
-inline constexpr uint64_t kPow10Upto16[17] = {1ULL,
-                                              10ULL,
-                                              100ULL,
-                                              1000ULL,
-                                              10000ULL,
-                                              100000ULL,
-                                              1000000ULL,
-                                              10000000ULL,
-                                              100000000ULL,
-                                              1000000000ULL,
-                                              10000000000ULL,
-                                              100000000000ULL,
-                                              1000000000000ULL,
-                                              10000000000000ULL,
-                                              100000000000000ULL,
-                                              1000000000000000ULL,
-                                              10000000000000000ULL};
+// The inverse of 5^n modulo 2^64, for n in 0..16: a multiple x of 10^n
+// divided by it is (x >> n) * kInverse5Pow[n] (mod 2^64), exactly, for a
+// shift and a multiply where a 64-bit division costs tens of cycles.
+inline constexpr uint64_t InverseMod2Pow64(uint64_t odd) {
+  uint64_t x = odd;  // correct to 3 bits; each step doubles them
+  for (int i = 0; i < 5; ++i) x *= 2 - odd * x;
+  return x;
+}
+inline constexpr uint64_t Pow5(int n) { return n == 0 ? 1 : 5 * Pow5(n - 1); }
+inline constexpr uint64_t kInverse5Pow[17] = {
+    InverseMod2Pow64(Pow5(0)),  InverseMod2Pow64(Pow5(1)),  InverseMod2Pow64(Pow5(2)),
+    InverseMod2Pow64(Pow5(3)),  InverseMod2Pow64(Pow5(4)),  InverseMod2Pow64(Pow5(5)),
+    InverseMod2Pow64(Pow5(6)),  InverseMod2Pow64(Pow5(7)),  InverseMod2Pow64(Pow5(8)),
+    InverseMod2Pow64(Pow5(9)),  InverseMod2Pow64(Pow5(10)), InverseMod2Pow64(Pow5(11)),
+    InverseMod2Pow64(Pow5(12)), InverseMod2Pow64(Pow5(13)), InverseMod2Pow64(Pow5(14)),
+    InverseMod2Pow64(Pow5(15)), InverseMod2Pow64(Pow5(16))};
+static_assert(kInverse5Pow[16] * Pow5(16) == 1 && kInverse5Pow[1] * 5 == 1);
 
 struct DigitRun {
   int count = 0;       // decimal digits at the start, 0-16
@@ -64,7 +63,9 @@ inline DigitRun LeadingDigits16(const char* p) {
   const auto high = static_cast<uint64_t>(static_cast<uint32_t>(_mm_cvtsi128_si32(eights)));
   const auto low = static_cast<uint64_t>(static_cast<uint32_t>(_mm_cvtsi128_si32(_mm_srli_si128(eights, 4))));
   const uint64_t all16 = high * 100000000ULL + low;
-  return {count, count == 16 ? all16 : all16 / kPow10Upto16[16 - count]};
+  // all16 is value x 10^(16 - count): divided exactly, without a division.
+  const int zeros = 16 - count;
+  return {count, (all16 >> zeros) * kInverse5Pow[zeros]};
 #else
   DigitRun run;
   while (run.count < 16 && p[run.count] >= '0' && p[run.count] <= '9') {
