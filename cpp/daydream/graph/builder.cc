@@ -334,6 +334,10 @@ class Builder {
       cpu_track[t] = !track.gpu && !track.pid_is_text;
       if (cpu_track[t]) ReserveHugePages(track_keys_[t], static_cast<size_t>(track.num_events));
     }
+    // Room for every event (address space only: pages never written cost no
+    // memory), so that filling them moves nothing and faults 2 MiB at a time.
+    ReserveHugePages(gpu_events_, trace_.events.size());
+    ReserveHugePages(launchers_, trace_.events.size());
     for (size_t i = 0; i < trace_.events.size(); ++i) {
       const TraceEvent& ev = trace_.events[i];
       const auto e = static_cast<int32_t>(i);
