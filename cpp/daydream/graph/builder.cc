@@ -203,7 +203,14 @@ class CorrelationIndex {
     map_.clear();
     base_ = std::max<int64_t>(0, min_id);
     dense_ = max_id < base_ || static_cast<uint64_t>(max_id - base_) <= 16 * static_cast<uint64_t>(count) + 4096;
-    if (dense_) table_.assign(max_id < base_ ? 0 : static_cast<size_t>(max_id - base_) + 1, kNone);
+    if (dense_) {
+      const size_t size = max_id < base_ ? 0 : static_cast<size_t>(max_id - base_) + 1;
+      if (table_.capacity() < size) {
+        table_ = std::vector<int32_t>();
+        ReserveHugePages(table_, size);  // megabytes for a large trace: faulted 2 MiB at a time
+      }
+      table_.assign(size, kNone);
+    }
     else map_.reserve(count);
   }
   // Keeps the first value inserted for `id`; false if `id` was there already.
