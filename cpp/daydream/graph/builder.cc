@@ -14,6 +14,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
+#include "daydream/base/compressed_rows.h"
 #include "daydream/base/huge_pages.h"
 #include "daydream/base/math.h"
 #include "daydream/base/status_macros.h"
@@ -1364,24 +1365,21 @@ class Builder {
     // The activities each call launched, in stream order: launched[first[l]
     // .. first[l + 1]) for call l (compressed rows; calls without any have
     // an empty row).
-    std::vector<int32_t> first(graph_.tasks.size() + 1, 0);
+    CompressedRows rows(graph_.tasks.size());
     for (int32_t s : gpu_streams_) {
       for (int32_t k : resource_tasks_[static_cast<size_t>(s)]) {
         const int32_t l = launcher_[static_cast<size_t>(k)];
-        if (l != kNone) ++first[static_cast<size_t>(l) + 1];
+        if (l != kNone) rows.Count(static_cast<size_t>(l));
       }
     }
-    for (size_t i = 1; i < first.size(); ++i) first[i] += first[i - 1];
-    std::vector<int32_t> launched(static_cast<size_t>(first.back()));
-    {
-      std::vector<int32_t> fill(first.begin(), first.end() - 1);
-      for (int32_t s : gpu_streams_) {
-        for (int32_t k : resource_tasks_[static_cast<size_t>(s)]) {
-          const int32_t l = launcher_[static_cast<size_t>(k)];
-          if (l != kNone) launched[static_cast<size_t>(fill[static_cast<size_t>(l)]++)] = k;
-        }
+    std::vector<int32_t> launched = HugePagesVector<int32_t>(rows.Start(), 0);
+    for (int32_t s : gpu_streams_) {
+      for (int32_t k : resource_tasks_[static_cast<size_t>(s)]) {
+        const int32_t l = launcher_[static_cast<size_t>(k)];
+        if (l != kNone) launched[static_cast<size_t>(rows.Place(static_cast<size_t>(l)))] = k;
       }
     }
+    const std::vector<int32_t> first = std::move(rows).TakeOffsets();
     std::vector<SyncWait> waits;
     for (size_t r = 0; r < graph_.resources.size(); ++r) {
       if (graph_.resources[r].kind != ResourceKind::kCpuThread) continue;

@@ -4,6 +4,7 @@
 #include <string>
 #include <utility>
 
+#include "daydream/base/compressed_rows.h"
 #include "daydream/base/huge_pages.h"
 #include "daydream/base/status_macros.h"
 #include "daydream/base/strings.h"
@@ -104,24 +105,20 @@ int32_t Graph::AddTensor(Tensor tensor) {
 
 void Graph::BuildAdjacency() {
   const size_t n = tasks.size();
-  out_offsets_ = HugePagesVector<int32_t>(n + 1, 0);
-  in_offsets_ = HugePagesVector<int32_t>(n + 1, 0);
+  CompressedRows out(n);
+  CompressedRows in(n);
   for (const Edge& e : edges) {
-    ++out_offsets_[static_cast<size_t>(e.from) + 1];
-    ++in_offsets_[static_cast<size_t>(e.to) + 1];
+    out.Count(static_cast<size_t>(e.from));
+    in.Count(static_cast<size_t>(e.to));
   }
-  for (size_t i = 0; i < n; ++i) {
-    out_offsets_[i + 1] += out_offsets_[i];
-    in_offsets_[i + 1] += in_offsets_[i];
-  }
-  out_index_ = HugePagesVector<int32_t>(edges.size(), 0);
-  in_index_ = HugePagesVector<int32_t>(edges.size(), 0);
-  std::vector<int32_t> out_fill(out_offsets_.begin(), out_offsets_.end() - 1);
-  std::vector<int32_t> in_fill(in_offsets_.begin(), in_offsets_.end() - 1);
+  out_index_ = HugePagesVector<int32_t>(out.Start(), 0);
+  in_index_ = HugePagesVector<int32_t>(in.Start(), 0);
   for (size_t i = 0; i < edges.size(); ++i) {
-    out_index_[static_cast<size_t>(out_fill[static_cast<size_t>(edges[i].from)]++)] = static_cast<int32_t>(i);
-    in_index_[static_cast<size_t>(in_fill[static_cast<size_t>(edges[i].to)]++)] = static_cast<int32_t>(i);
+    out_index_[static_cast<size_t>(out.Place(static_cast<size_t>(edges[i].from)))] = static_cast<int32_t>(i);
+    in_index_[static_cast<size_t>(in.Place(static_cast<size_t>(edges[i].to)))] = static_cast<int32_t>(i);
   }
+  out_offsets_ = std::move(out).TakeOffsets();
+  in_offsets_ = std::move(in).TakeOffsets();
   adjacency_edges_ = edges.size();
   adjacency_tasks_ = tasks.size();
 }
@@ -340,17 +337,16 @@ int64_t Graph::FindCycleTask(int64_t* stuck_tasks, std::vector<int64_t>* cycle) 
   auto tail_node = [](const Edge& e) { return 2 * static_cast<size_t>(e.from) + (FromTailStart(e.kind) ? 0 : 1); };
   auto head_node = [](const Edge& e) { return 2 * static_cast<size_t>(e.to) + (ToHeadEnd(e.kind) ? 1 : 0); };
   std::vector<int32_t> indegree = HugePagesVector<int32_t>(nodes, 0);
-  std::vector<int32_t> offsets = HugePagesVector<int32_t>(nodes + 1, 0);
+  CompressedRows rows(nodes);
   for (const Edge& e : edges) {
-    ++offsets[tail_node(e) + 1];
+    rows.Count(tail_node(e));
     ++indegree[head_node(e)];
   }
-  for (size_t v = 0; v < nodes; ++v) offsets[v + 1] += offsets[v];
-  std::vector<int32_t> heads = HugePagesVector<int32_t>(edges.size(), 0);
-  std::vector<int32_t> fill(offsets.begin(), offsets.end() - 1);
+  std::vector<int32_t> heads = HugePagesVector<int32_t>(rows.Start(), 0);
   for (const Edge& e : edges) {
-    heads[static_cast<size_t>(fill[tail_node(e)]++)] = static_cast<int32_t>(head_node(e));
+    heads[static_cast<size_t>(rows.Place(tail_node(e)))] = static_cast<int32_t>(head_node(e));
   }
+  const std::vector<int32_t> offsets = std::move(rows).TakeOffsets();
   for (size_t t = 0; t < static_cast<size_t>(n); ++t) ++indegree[2 * t + 1];  // start -> end
   std::vector<int32_t> stack;
   for (size_t v = 0; v < nodes; ++v) {
@@ -462,7 +458,7 @@ absl::Status Graph::ValidateImpl(bool check_cycles, bool check_chains) const {
   }
   RangeCheck ranges(*this);
   // The tasks' resources, dense: the chain check reads two per sequential edge.
-  std::vector<int32_t> resource_of(check_chains ? tasks.size() : 0);
+  std::vector<int32_t> resource_of = HugePagesVector<int32_t>(check_chains ? tasks.size() : 0, 0);
   const auto num_iterations = static_cast<int64_t>(iterations.size());
   ChainCheck chains(check_chains ? tasks.size() : 0);
   // A graph whose tasks and edges all pass (as built or edited) is read once
