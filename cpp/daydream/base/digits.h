@@ -29,7 +29,13 @@ inline constexpr uint64_t kInverse5Pow[17] = {
     InverseMod2Pow64(Pow5(9)),  InverseMod2Pow64(Pow5(10)), InverseMod2Pow64(Pow5(11)),
     InverseMod2Pow64(Pow5(12)), InverseMod2Pow64(Pow5(13)), InverseMod2Pow64(Pow5(14)),
     InverseMod2Pow64(Pow5(15)), InverseMod2Pow64(Pow5(16))};
-static_assert(kInverse5Pow[16] * Pow5(16) == 1 && kInverse5Pow[1] * 5 == 1);
+inline constexpr bool InversesHold() {
+  for (int n = 0; n <= 16; ++n) {
+    if (kInverse5Pow[n] * Pow5(n) != 1) return false;
+  }
+  return true;
+}
+static_assert(InversesHold(), "kInverse5Pow[n] must be the inverse of 5^n modulo 2^64");
 
 struct DigitRun {
   int count = 0;       // decimal digits at the start, 0-16
