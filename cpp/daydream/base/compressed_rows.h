@@ -17,11 +17,12 @@ namespace daydream {
 
 // Count(row) for every item, then Start() once, then Place(row) for every
 // item counted, no more and no fewer: each gives the item's slot (the
-// offsets are right once all are placed). Rows must be below `rows`. The offsets are their own cursors
-// (each row's count two slots past it; the sums make offsets[r + 1] row r's
-// start, and placing moves it to row r's end, which is row r + 1's start),
-// so filling needs no copy of them: for a million rows, four megabytes of
-// fresh pages fewer.
+// offsets are right once all are placed). Rows must be below `rows`.
+//
+// The offsets are their own cursors (each row's count two slots past it;
+// the sums make offsets[r + 1] row r's start, and placing moves it to row
+// r's end, which is row r + 1's start), so filling needs no copy of them:
+// for a million rows, four megabytes of fresh pages fewer.
 class CompressedRows {
  public:
   explicit CompressedRows(size_t rows) : offsets_(HugePagesVector<int32_t>(rows + 2, 0)) {}

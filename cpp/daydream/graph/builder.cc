@@ -211,8 +211,9 @@ class CorrelationIndex {
         ReserveHugePages(table_, size);  // megabytes for a large trace: faulted 2 MiB at a time
       }
       table_.assign(size, kNone);
+    } else {
+      map_.reserve(count);
     }
-    else map_.reserve(count);
   }
   // Keeps the first value inserted for `id`; false if `id` was there already.
   bool Insert(int64_t id, int32_t value) {
