@@ -1,10 +1,13 @@
 #include "daydream/base/file_io.h"
 
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 
 #include "daydream/base/status_macros.h"
@@ -39,6 +42,89 @@ absl::StatusOr<size_t> ReadSome(int fd, const std::string& path, char* dst, size
     if (errno == EINTR) continue;
     return absl::InvalidArgumentError(StrCat(path, ": read failed: ", OsError(errno)));
   }
+}
+
+namespace {
+
+uint64_t PageBytes() {
+  static const uint64_t page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+  return page;
+}
+uint64_t PageDown(uint64_t offset) { return offset / PageBytes() * PageBytes(); }
+uint64_t PageUp(uint64_t offset) { return PageDown(offset + PageBytes() - 1); }
+
+}  // namespace
+
+absl::StatusOr<MappedFile> MappedFile::Map(int fd, uint64_t size, const std::string& path) {
+#if defined(__linux__) && defined(MADV_POPULATE_READ)
+  if (size == 0) return absl::InvalidArgumentError(StrCat(path, ": an empty file cannot be mapped"));
+  void* p = ::mmap(nullptr, static_cast<size_t>(size), PROT_READ, MAP_PRIVATE, fd, 0);
+  if (p == MAP_FAILED) return absl::InvalidArgumentError(StrCat(path, ": cannot map: ", OsError(errno)));
+  MappedFile file;
+  file.data_ = static_cast<const char*>(p);
+  file.size_ = static_cast<size_t>(size);
+  file.path_ = path;
+  // The first page tells whether this kernel populates ranges at all.
+  if (file.Advise(0, PageBytes(), MADV_POPULATE_READ) != 0 && errno == EINVAL) {
+    return absl::UnimplementedError(StrCat(path, ": this kernel does not populate mapped ranges"));
+  }
+  return file;
+#else
+  (void)fd;
+  (void)size;
+  return absl::UnimplementedError(StrCat(path, ": files are not mapped on this platform"));
+#endif
+}
+
+MappedFile& MappedFile::operator=(MappedFile&& other) noexcept {
+  if (this != &other) {
+    if (data_ != nullptr) ::munmap(const_cast<char*>(data_), size_);
+    data_ = std::exchange(other.data_, nullptr);
+    size_ = std::exchange(other.size_, 0);
+    path_ = std::move(other.path_);
+  }
+  return *this;
+}
+
+MappedFile::~MappedFile() {
+  if (data_ != nullptr) ::munmap(const_cast<char*>(data_), size_);
+}
+
+absl::Status MappedFile::Populate(uint64_t from, uint64_t to) {
+#if defined(__linux__) && defined(MADV_POPULATE_READ)
+  to = std::min<uint64_t>(to, size_);
+  if (from >= to) return absl::OkStatus();
+  while (Advise(PageDown(from), to, MADV_POPULATE_READ) != 0) {
+    const int err = errno;
+    if (err == EINTR || err == EAGAIN) continue;
+    if (err == EFAULT) {
+      return absl::InvalidArgumentError(StrCat(path_, ": read failed: the file no longer holds bytes ", from, " to ",
+                                               to, " of the ", size_, " it held when opened (truncated while read?)"));
+    }
+    return absl::InvalidArgumentError(StrCat(path_, ": read failed at byte ", from, ": ", OsError(err)));
+  }
+#else
+  (void)from;
+  (void)to;
+#endif
+  return absl::OkStatus();
+}
+
+void MappedFile::Prefetch(uint64_t from, uint64_t to) const {
+  Advise(PageDown(from), to, MADV_WILLNEED);
+}
+
+void MappedFile::Release(uint64_t from, uint64_t to) const {
+  // Only pages wholly inside the range (the file's last page counts as
+  // whole): the ones at its edges may hold bytes still to read.
+  Advise(PageUp(from), to >= size_ ? size_ : PageDown(to), MADV_DONTNEED);
+}
+
+int MappedFile::Advise(uint64_t from, uint64_t to, int advice) const {
+  // The mapping starts on a page: `from` on one is too; madvise takes `to` up to the page's end.
+  to = std::min<uint64_t>(to, size_);
+  if (from >= to) return 0;
+  return ::madvise(const_cast<char*>(data_) + from, static_cast<size_t>(to - from), advice);
 }
 
 absl::StatusOr<std::string> ReadFile(const std::string& path, size_t spare_capacity) {

@@ -24,6 +24,7 @@ namespace {
 constexpr size_t kInputPiece = size_t{1} << 20;  // file bytes read at a time
 constexpr size_t kKeep = 16;                      // bytes kept before the unread input
 constexpr size_t kDirectRead = size_t{64} << 10;   // plain-file reads this large skip in_buf_
+constexpr uint64_t kMapStep = uint64_t{2} << 20;  // a mapped file is populated and dropped this much at a time
 
 bool IsGzipMagic(std::string_view data) {
   return data.size() >= 2 && static_cast<unsigned char>(data[0]) == 0x1f &&
@@ -218,6 +219,18 @@ absl::StatusOr<std::unique_ptr<TraceByteStream>> TraceByteStream::Open(const std
                         ? GzipSizeHint(tail, file_size)
                         : 0;
   }
+  if (s->gzip_ == nullptr && file_size > 0 && file_size >= options.map_min_bytes) {
+    // Where the file cannot be mapped, it is read.
+    absl::StatusOr<MappedFile> map = MappedFile::Map(s->fd_, file_size, path);
+    if (map.ok()) {
+      s->map_ = *std::move(map);
+      s->memory_ = s->map_.bytes();
+      s->in_ = s->memory_.data();
+      s->in_end_ = s->in_ + s->memory_.size();
+      s->in_eof_ = true;
+      std::string().swap(s->in_buf_);
+    }
+  }
   if (options.read_ahead && s->gzip_ != nullptr) {
     s->ahead_ = std::make_unique<ReadAhead>();
     TraceByteStream* stream = s.get();
@@ -294,12 +307,41 @@ absl::StatusOr<size_t> TraceByteStream::ReadRaw(char* dst, size_t n) {
       DD_ASSIGN_OR_RETURN(const bool more, RefillInput());
       if (!more && in_ == in_end_) break;
     }
-    const size_t take = std::min(n - done, static_cast<size_t>(in_end_ - in_));
+    size_t take = std::min(n - done, static_cast<size_t>(in_end_ - in_));
+    if (map_.mapped()) {  // a step at a time, so that a long read does not map in the whole file
+      take = std::min<size_t>(take, kMapStep);
+      const auto at = static_cast<uint64_t>(in_ - memory_.data());
+      DD_RETURN_IF_ERROR(MapThrough(at, at + take));
+    }
     std::memcpy(dst + done, in_, take);
     in_ += take;
     done += take;
   }
   return done;
+}
+
+absl::Status TraceByteStream::MapThrough(uint64_t from, uint64_t to) {
+  // A step ahead: the reader fetches the next window's lines into the cache
+  // while it parses one (InMemoryAhead), and a page not yet mapped in would
+  // drop those fetches.
+  // Where a step fails (the file shrank, a read failed), the error waits for
+  // a read of its bytes: the bytes before it come first.
+  while (map_ready_ < to + kMapStep && map_ready_ < memory_.size()) {
+    const uint64_t next = map_ready_ + kMapStep;
+    if (absl::Status populated = map_.Populate(map_ready_, next); !populated.ok()) {
+      if (map_ready_ < to) return populated;
+      break;
+    }
+    map_.Prefetch(next, next + kMapStep);  // the file read from disk, where it is not cached, meanwhile
+    map_ready_ = next;
+  }
+  // What lies before `from` was copied out and is not read again.
+  if (from >= map_dropped_ + kMapStep) {
+    const uint64_t drop_to = from / kMapStep * kMapStep;
+    map_.Release(map_dropped_, drop_to);
+    map_dropped_ = drop_to;
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<size_t> TraceByteStream::Inflate(char* dst, size_t n) {

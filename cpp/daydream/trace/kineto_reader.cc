@@ -1425,8 +1425,8 @@ class KinetoParser {
     return resume;
   }
 
-  // Text in memory (ParseTraceJson) is copied into the window by Fill at
-  // the speed of memory, a sixth of a one-core parse. While a window is
+  // Text in memory (ParseTraceJson, or a mapped file) is copied into the
+  // window by Fill at the speed of memory, a sixth of a one-core parse. While a window is
   // walked, the next window's lines are fetched into the cache, as many
   // bytes as each event walked, from kPrefetchLead bytes ahead and at most
   // a window ahead, so that the copy finds them there: the fetch overlaps

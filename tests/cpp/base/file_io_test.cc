@@ -4,9 +4,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cstdint>
 #include <filesystem>
 #include <set>
 #include <string>
+#include <utility>
 
 #include <catch2/catch.hpp>
 
@@ -144,4 +146,83 @@ TEST_CASE("ReadFile reads an empty file as an empty string", "[file_io]") {
   auto read = ReadFile(path);
   REQUIRE(read.ok());
   CHECK(read->empty());
+}
+
+// --- MappedFile ------------------------------------------------------------------
+
+namespace {
+
+std::string Pattern(size_t bytes) {
+  std::string s(bytes, '\0');
+  uint32_t x = 7;
+  for (char& c : s) {
+    x = x * 1103515245u + 12345u;
+    c = static_cast<char>(x >> 24);
+  }
+  return s;
+}
+
+// The file at `path` mapped; false (with a warning) where this kernel cannot
+// populate a mapped range, as before Linux 5.14.
+bool MapOrSkip(const std::string& path, OpenFile* file, MappedFile* map) {
+  auto opened = OpenRegularFile(path);
+  REQUIRE(opened.ok());
+  *file = *opened;
+  auto mapped = MappedFile::Map(file->fd, file->size, path);
+  if (mapped.status().code() == absl::StatusCode::kUnimplemented) {
+    WARN("not mapped here: " << mapped.status().message());
+    ::close(file->fd);
+    return false;
+  }
+  REQUIRE(mapped.ok());
+  *map = *std::move(mapped);
+  return true;
+}
+
+}  // namespace
+
+TEST_CASE("MappedFile maps a file's bytes, and reads them again after Release", "[file_io]") {
+  const std::string data = Pattern((size_t{3} << 20) + 123);
+  const std::string path = TempDir() + "/mapped.bin";
+  WriteFile(path, data);
+  OpenFile file;
+  MappedFile map;
+  if (!MapOrSkip(path, &file, &map)) return;
+  REQUIRE(map.mapped());
+  REQUIRE(map.Populate(0, data.size()).ok());
+  CHECK(map.bytes() == data);
+  // Pages dropped, whole or cut by the range's ends, and the last one: the
+  // bytes come back from the file.
+  map.Release(5, (size_t{1} << 20) + 7);
+  map.Release((size_t{2} << 20) + 1, data.size());
+  REQUIRE(map.Populate(0, data.size()).ok());
+  CHECK(map.bytes() == data);
+  MappedFile moved = std::move(map);
+  CHECK_FALSE(map.mapped());
+  CHECK(moved.bytes() == data);
+  ::close(file.fd);
+}
+
+TEST_CASE("MappedFile reports a file truncated after it was mapped, naming the path", "[file_io]") {
+  const std::string path = TempDir() + "/shrinks.bin";
+  WriteFile(path, Pattern(size_t{1} << 20));
+  OpenFile file;
+  MappedFile map;
+  if (!MapOrSkip(path, &file, &map)) return;
+  REQUIRE(::truncate(path.c_str(), 100000) == 0);
+  const absl::Status status = map.Populate(512 << 10, 1 << 20);
+  CHECK_THAT(Msg(status), Catch::StartsWith(path + ": ") && Catch::Contains("truncated"));
+  CHECK(map.Populate(0, 4096).ok());  // what the file still holds maps in
+  ::close(file.fd);
+}
+
+TEST_CASE("MappedFile refuses an empty file, naming the path", "[file_io]") {
+  const std::string path = TempDir() + "/empty_map.bin";
+  WriteFile(path, "");
+  auto file = OpenRegularFile(path);
+  REQUIRE(file.ok());
+  auto map = MappedFile::Map(file->fd, 0, path);
+  CHECK_FALSE(map.ok());
+  CHECK_THAT(Msg(map.status()), Catch::StartsWith(path + ": "));
+  ::close(file->fd);
 }

@@ -3,8 +3,11 @@
 #include "daydream/trace/file_source.h"
 
 #include <sys/resource.h>
+#include <unistd.h>
 #include <zlib.h>
 
+#include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <string>
 #include <utility>
@@ -399,23 +402,142 @@ TEST_CASE("TraceByteStream reports a gzip file cut past its first input piece", 
   }
 }
 
-TEST_CASE("ReadTraceFile streams a gzip trace of many windows to the same Trace as the text", "[file_source]") {
+namespace {
+
+// A trace of 20,000 events, more than one 1 MiB window of text.
+std::string ManyEventsDoc() {
   std::string events;
   for (int i = 0; i < 20000; ++i) {
     if (i > 0) events += ",\n  ";
     events += R"j({"ph":"X","cat":"cpu_op","name":"op)j" + std::to_string(i % 50) +
               R"j(","pid":1,"tid":1,"ts":)j" + std::to_string(10 * i) + R"j(,"dur":5})j";
   }
-  const std::string doc = KinetoDoc(events);
-  REQUIRE(doc.size() > (size_t{1} << 20));  // more than one default window
-  const std::string path = TempDir() + "/many.json.gz";
-  WriteFile(path, doc, /*gzip=*/true);
-  auto from_file = ReadTraceFile(path);
-  auto from_text = ParseTraceText(doc, path);
+  std::string doc = KinetoDoc(events);
+  REQUIRE(doc.size() > (size_t{1} << 20));
+  return doc;
+}
+
+// ReadTraceFile of `path` reads what ParseTraceText reads of `doc`, ManyEventsDoc's text.
+void CheckReadsAsText(const std::string& path, const std::string& doc, const ReadOptions& options = {}) {
+  auto from_file = ReadTraceFile(path, options);
+  auto from_text = ParseTraceText(doc, path, options);
   REQUIRE(from_file.ok());
   REQUIRE(from_text.ok());
   REQUIRE(from_file->events.size() == 20000);
   CHECK(from_file->events.back().ts_ns == from_text->events.back().ts_ns);
   CHECK(from_file->Str(from_file->events[12345].name) == "op45");
   CHECK(from_file->strings.size() == from_text->strings.size());
+}
+
+}  // namespace
+
+TEST_CASE("ReadTraceFile streams a gzip trace of many windows to the same Trace as the text", "[file_source]") {
+  const std::string doc = ManyEventsDoc();
+  const std::string path = TempDir() + "/many.json.gz";
+  WriteFile(path, doc, /*gzip=*/true);
+  CheckReadsAsText(path, doc);
+}
+
+// --- plain files mapped ------------------------------------------------------------
+
+namespace {
+
+// This process's resident memory now, in KiB (mapped file pages included).
+long ResidentKiB() {
+  long pages = 0, resident = 0;
+  std::FILE* f = std::fopen("/proc/self/statm", "r");
+  REQUIRE(f != nullptr);
+  REQUIRE(std::fscanf(f, "%ld %ld", &pages, &resident) == 2);
+  std::fclose(f);
+  return resident * (::sysconf(_SC_PAGESIZE) / 1024);
+}
+
+FileSourceOptions MapFrom(uint64_t bytes) {
+  FileSourceOptions options;
+  options.map_min_bytes = bytes;
+  return options;
+}
+
+}  // namespace
+
+TEST_CASE("TraceByteStream maps a plain file at least map_min_bytes long, and reads it as read() does",
+          "[file_source]") {
+  const std::string text = RandomText((size_t{5} << 20) + 12345, 21);
+  const std::string path = TempDir() + "/mapped.json";
+  WriteFile(path, text);
+  for (const uint64_t from : {uint64_t{0}, uint64_t{1} << 20, ~uint64_t{0}}) {
+    for (size_t piece : {size_t{7}, size_t{65536}, size_t{3} << 20, size_t{16} << 20}) {
+      INFO("map_min_bytes " << from << ", piece " << piece);
+      auto stream = TraceByteStream::Open(path, MapFrom(from));
+      REQUIRE(stream.ok());
+      CHECK((*stream)->size_hint() == text.size());
+      // Mapped, the bytes ahead are in memory for the reader to fetch.
+      CHECK((*stream)->InMemoryAhead() == (from == ~uint64_t{0} ? std::string_view() : std::string_view(text)));
+      CHECK(ReadAll(**stream, piece) == text);
+    }
+  }
+  // Shorter than map_min_bytes: read.
+  auto stream = TraceByteStream::Open(path, MapFrom(text.size() + 1));
+  REQUIRE(stream.ok());
+  CHECK((*stream)->InMemoryAhead().empty());
+}
+
+TEST_CASE("TraceByteStream drops a mapped file's pages behind the reader", "[file_source]") {
+  // Without the drop, reading 48 MB would leave 48 MB of the file resident.
+  const std::string path = TempDir() + "/resident.json";
+  WriteFile(path, RandomText(size_t{48} << 20, 5));
+  auto stream = TraceByteStream::Open(path, MapFrom(0));
+  REQUIRE(stream.ok());
+  if ((*stream)->InMemoryAhead().empty()) {
+    WARN("this kernel does not populate mapped ranges: the file is read");
+    return;
+  }
+  const long before = ResidentKiB();
+  std::string buf(size_t{64} << 10, '\0');
+  size_t total = 0;
+  long most = 0;
+  while (true) {
+    auto n = (*stream)->Read(buf.data(), buf.size());
+    REQUIRE(n.ok());
+    if (*n == 0) break;
+    total += *n;
+    most = std::max(most, ResidentKiB() - before);
+  }
+  CHECK(total == (size_t{48} << 20));
+  CHECK(most < 16 * 1024);
+}
+
+TEST_CASE("TraceByteStream reports a mapped file truncated while it is read, after the bytes before",
+          "[file_source]") {
+  const std::string text = RandomText(size_t{6} << 20, 8);
+  const std::string path = TempDir() + "/shrinking.json";
+  WriteFile(path, text);
+  auto stream = TraceByteStream::Open(path, MapFrom(0));
+  REQUIRE(stream.ok());
+  if ((*stream)->InMemoryAhead().empty()) {
+    WARN("this kernel does not populate mapped ranges: the file is read");
+    return;
+  }
+  std::string first(100000, '\0');
+  REQUIRE((*stream)->Read(first.data(), first.size()).ok());
+  // What the stream has mapped in so far (a step past what it read) stays in
+  // the file, and more; the rest goes.
+  REQUIRE(::truncate(path.c_str(), (size_t{9} << 19)) == 0);
+  const auto [read, status] = ReadToError(**stream, 1 << 16);
+  CHECK_THAT(Msg(status), Catch::StartsWith(path + ": ") && Catch::Contains("truncated"));
+  CHECK(first + read == text.substr(0, first.size() + read.size()));
+  // Mapped in 2 MiB steps: the error comes with the first read of the step the file no longer holds whole.
+  CHECK(first.size() + read.size() >= (size_t{4} << 20) - (size_t{64} << 10));
+}
+
+TEST_CASE("ReadTraceFile maps a plain trace of many windows and reads the same Trace as the text", "[file_source]") {
+  const std::string doc = ManyEventsDoc();  // over 1 MiB: mapped (FileSourceOptions::map_min_bytes)
+  const std::string path = TempDir() + "/many.json";
+  WriteFile(path, doc);
+  for (bool parallel : {false, true}) {
+    INFO("parallel windows " << parallel);
+    ReadOptions options;
+    options.parallel_windows = parallel;
+    CheckReadsAsText(path, doc, options);
+  }
 }
