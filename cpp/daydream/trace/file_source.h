@@ -30,12 +30,11 @@ struct FileSourceOptions {
   // read(): the reader then copies its bytes into each window itself,
   // fetching the next window's while it parses one (ParseTraceJson's way),
   // where read() made the kernel copy them with nothing overlapping.
-  // big_1m.json on one core: 181 -> 152 ms to a Trace (medians of three
-  // alternations, BM_ReadTraceFileOneCore). The mapping
-  // is brought in a few MiB ahead of the reader and dropped behind it, so
-  // resident memory holds no more of the text than a read did. Files shorter
-  // than this, gzip files, and kernels that cannot populate a mapped range
-  // are read.
+  // big_1m.json on one core: 144 -> 120 ms to a Trace
+  // (BM_ReadTraceFileOneCore, docs/performance.md). The mapping is brought
+  // in 2 MiB ahead of the reader and dropped behind it, so resident memory
+  // holds a few MiB of the text, as a read did. Files shorter than this,
+  // gzip files, and kernels that cannot populate a mapped range are read.
   uint64_t map_min_bytes = uint64_t{1} << 20;
 };
 
