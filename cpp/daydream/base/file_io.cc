@@ -6,9 +6,13 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
+#include <csetjmp>
+#include <csignal>
 #include <cstdint>
 #include <cstring>
+#include <mutex>
 
 #include "daydream/base/status_macros.h"
 #include "daydream/base/strings.h"
@@ -55,6 +59,65 @@ uint64_t PageUp(uint64_t offset) { return PageDown(offset + PageBytes() - 1); }
 
 }  // namespace
 
+namespace {
+
+// A copy out of a mapping in progress on this thread (MappedFile::CopyOut):
+// where a SIGBUS at an address in [begin, end) jumps to. Initial-exec, so
+// that the handler reads it without a call that could allocate.
+struct ActiveCopy {
+  const char* begin;
+  const char* end;
+  sigjmp_buf jump;
+};
+// (volatile: the stores around the copy are for the handler, which the compiler does not see.)
+__attribute__((tls_model("initial-exec"))) thread_local ActiveCopy* volatile t_active_copy = nullptr;
+struct sigaction g_previous_bus {};
+
+void OnBus(int sig, siginfo_t* info, void* context) {
+  const ActiveCopy* copy = t_active_copy;
+  const char* at = static_cast<const char*>(info->si_addr);
+  if (copy != nullptr && at >= copy->begin && at < copy->end) siglongjmp(t_active_copy->jump, 1);
+  // Not a copy's fault: what was there before handles it.
+  if ((g_previous_bus.sa_flags & SA_SIGINFO) != 0) {
+    g_previous_bus.sa_sigaction(sig, info, context);
+  } else if (g_previous_bus.sa_handler == SIG_DFL || g_previous_bus.sa_handler == SIG_IGN) {
+    ::signal(sig, SIG_DFL);  // the fault recurs on return, and takes its default action
+  } else {
+    g_previous_bus.sa_handler(sig);
+  }
+}
+
+// OnBus is SIGBUS's handler while any MappedFile lives (counted under the
+// mutex): installed by the first, and what was there before put back by the
+// last, unless something else took SIGBUS meanwhile. (A handler installed
+// once for good would not last: test frameworks and Python's faulthandler
+// install their own, and put back what they found, which was not always
+// OnBus.)
+std::mutex g_bus_mutex;
+int g_bus_users = 0;
+
+void HoldBusHandler() {
+  std::lock_guard<std::mutex> lock(g_bus_mutex);
+  if (g_bus_users++ > 0) return;
+  struct sigaction action {};
+  action.sa_sigaction = OnBus;
+  action.sa_flags = SA_SIGINFO | SA_ONSTACK;
+  sigemptyset(&action.sa_mask);
+  ::sigaction(SIGBUS, &action, &g_previous_bus);
+}
+
+void ReleaseBusHandler() {
+  std::lock_guard<std::mutex> lock(g_bus_mutex);
+  if (--g_bus_users > 0) return;
+  struct sigaction current {};
+  ::sigaction(SIGBUS, nullptr, &current);
+  if ((current.sa_flags & SA_SIGINFO) != 0 && current.sa_sigaction == OnBus) {
+    ::sigaction(SIGBUS, &g_previous_bus, nullptr);
+  }
+}
+
+}  // namespace
+
 absl::StatusOr<MappedFile> MappedFile::Map(int fd, uint64_t size, const std::string& path) {
 #if defined(__linux__) && defined(MADV_POPULATE_READ)
   if (size == 0) return absl::InvalidArgumentError(StrCat(path, ": an empty file cannot be mapped"));
@@ -64,6 +127,8 @@ absl::StatusOr<MappedFile> MappedFile::Map(int fd, uint64_t size, const std::str
   file.data_ = static_cast<const char*>(p);
   file.size_ = static_cast<size_t>(size);
   file.path_ = path;
+  HoldBusHandler();
+  file.holds_handler_ = true;
   // The first page tells whether this kernel populates ranges at all.
   if (file.Advise(0, PageBytes(), MADV_POPULATE_READ) != 0 && errno == EINVAL) {
     return absl::UnimplementedError(StrCat(path, ": this kernel does not populate mapped ranges"));
@@ -78,7 +143,8 @@ absl::StatusOr<MappedFile> MappedFile::Map(int fd, uint64_t size, const std::str
 
 MappedFile& MappedFile::operator=(MappedFile&& other) noexcept {
   if (this != &other) {
-    if (data_ != nullptr) ::munmap(const_cast<char*>(data_), size_);
+    Unmap();
+    holds_handler_ = std::exchange(other.holds_handler_, false);
     data_ = std::exchange(other.data_, nullptr);
     size_ = std::exchange(other.size_, 0);
     path_ = std::move(other.path_);
@@ -86,8 +152,28 @@ MappedFile& MappedFile::operator=(MappedFile&& other) noexcept {
   return *this;
 }
 
-MappedFile::~MappedFile() {
+MappedFile::~MappedFile() { Unmap(); }
+
+void MappedFile::Unmap() {
   if (data_ != nullptr) ::munmap(const_cast<char*>(data_), size_);
+  data_ = nullptr;
+  if (holds_handler_) ReleaseBusHandler();
+  holds_handler_ = false;
+}
+
+bool MappedFile::CopyOut(uint64_t from, char* dst, size_t n) const {
+  ActiveCopy copy{data_ + from, data_ + from + n, {}};
+  // (The signal mask saved and restored: the jump leaves the handler with SIGBUS blocked.)
+  if (sigsetjmp(copy.jump, /*savemask=*/1) != 0) {
+    t_active_copy = nullptr;
+    return false;
+  }
+  t_active_copy = &copy;
+  std::atomic_signal_fence(std::memory_order_seq_cst);
+  std::memcpy(dst, data_ + from, n);
+  std::atomic_signal_fence(std::memory_order_seq_cst);
+  t_active_copy = nullptr;
+  return true;
 }
 
 absl::Status MappedFile::Populate(uint64_t from, uint64_t to) {

@@ -33,8 +33,10 @@ struct FileSourceOptions {
   // big_1m.json on one core: 144 -> 120 ms to a Trace
   // (BM_ReadTraceFileOneCore, docs/performance.md). The mapping is brought
   // in 2 MiB ahead of the reader and dropped behind it, so resident memory
-  // holds a few MiB of the text, as a read did. Files shorter than this,
-  // gzip files, and kernels that cannot populate a mapped range are read.
+  // holds a few MiB of the text, as a read did. A file truncated by
+  // another process while it is read is an error, not a SIGBUS
+  // (MappedFile::CopyOut). Files shorter than this, gzip files, and kernels
+  // that cannot populate a mapped range are read.
   uint64_t map_min_bytes = uint64_t{1} << 20;
 };
 

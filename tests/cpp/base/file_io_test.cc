@@ -226,3 +226,28 @@ TEST_CASE("MappedFile refuses an empty file, naming the path", "[file_io]") {
   CHECK_THAT(Msg(map.status()), Catch::StartsWith(path + ": "));
   ::close(file->fd);
 }
+
+TEST_CASE("MappedFile::CopyOut copies a file's bytes, and reports those a truncation took without a SIGBUS",
+          "[file_io]") {
+  const std::string data = Pattern(size_t{1} << 20);
+  const std::string path = TempDir() + "/copied.bin";
+  WriteFile(path, data);
+  OpenFile file;
+  MappedFile map;
+  if (!MapOrSkip(path, &file, &map)) return;
+  REQUIRE(map.Populate(0, data.size()).ok());
+  std::string out(data.size(), '\0');
+  REQUIRE(map.CopyOut(0, out.data(), out.size()));
+  CHECK(out == data);
+  // Pages mapped in, then taken by a truncation: a load from them raises SIGBUS.
+  REQUIRE(::truncate(path.c_str(), 100000) == 0);
+  std::string some(4096, '\0');
+  CHECK(map.CopyOut(8192, some.data(), some.size()));
+  CHECK(some == data.substr(8192, 4096));
+  CHECK_FALSE(map.CopyOut(512 << 10, some.data(), some.size()));
+  CHECK_FALSE(map.CopyOut(90000, out.data(), 20000));  // across the new end
+  // And again: the handler stays, and the signal is not left blocked.
+  CHECK_FALSE(map.CopyOut(700000, some.data(), some.size()));
+  CHECK(map.CopyOut(0, some.data(), some.size()));
+  ::close(file.fd);
+}
