@@ -313,8 +313,9 @@ absl::StatusOr<size_t> TraceByteStream::ReadRaw(char* dst, size_t n) {
       const auto at = static_cast<uint64_t>(in_ - memory_.data());
       DD_RETURN_IF_ERROR(MapThrough(at, at + take));
       if (!map_.CopyOut(at, dst + done, take)) {
-        return absl::InvalidArgumentError(StrCat(source_, ": read failed: the file was truncated while it was read",
-                                                 " (at byte ", at, " of the ", memory_.size(), " it held when opened)"));
+        return absl::InvalidArgumentError(
+            StrCat(source_, ": read failed: the file was truncated while it was read (at byte ", at, " of the ",
+                   memory_.size(), " it held when opened)"));
       }
     } else {
       std::memcpy(dst + done, in_, take);
