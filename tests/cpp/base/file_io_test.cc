@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <csignal>
 #include <cstdint>
 #include <filesystem>
 #include <set>
@@ -250,4 +251,36 @@ TEST_CASE("MappedFile::CopyOut copies a file's bytes, and reports those a trunca
   CHECK_FALSE(map.CopyOut(700000, some.data(), some.size()));
   CHECK(map.CopyOut(0, some.data(), some.size()));
   ::close(file.fd);
+}
+
+namespace {
+void TestBusHandler(int) {}
+}  // namespace
+
+TEST_CASE("MappedFile puts back the SIGBUS handler it found once the last mapping goes", "[file_io]") {
+  const std::string path = TempDir() + "/handler.bin";
+  WriteFile(path, Pattern(size_t{64} << 10));
+  struct sigaction mine {}, found {};
+  mine.sa_handler = TestBusHandler;
+  sigemptyset(&mine.sa_mask);
+  REQUIRE(::sigaction(SIGBUS, &mine, &found) == 0);
+  auto current = [] {
+    struct sigaction now {};
+    ::sigaction(SIGBUS, nullptr, &now);
+    return now;
+  };
+  {
+    OpenFile file, other_file;
+    MappedFile map, other;
+    if (!MapOrSkip(path, &file, &map)) return;
+    REQUIRE(MapOrSkip(path, &other_file, &other));
+    CHECK((current().sa_flags & SA_SIGINFO) != 0);  // daydream's, while mappings live
+    map = MappedFile();                                // one goes: still daydream's
+    CHECK((current().sa_flags & SA_SIGINFO) != 0);
+    ::close(file.fd);
+    ::close(other_file.fd);
+  }
+  CHECK((current().sa_flags & SA_SIGINFO) == 0);
+  CHECK(current().sa_handler == TestBusHandler);
+  ::sigaction(SIGBUS, &found, nullptr);
 }
