@@ -1,5 +1,6 @@
 #include "test_support.h"
 
+#include <unistd.h>
 #include <zlib.h>
 
 #include <algorithm>
@@ -78,6 +79,16 @@ bool HasEdge(const Graph& graph, int32_t from, int32_t to, EdgeKind kind) {
     if (e.from == from && e.to == to && e.kind == kind) return true;
   }
   return false;
+}
+
+long ResidentKiB() {
+  long pages = 0, resident = 0;
+  std::FILE* f = std::fopen("/proc/self/statm", "r");
+  REQUIRE(f != nullptr);
+  const int read = std::fscanf(f, "%ld %ld", &pages, &resident);
+  std::fclose(f);
+  REQUIRE(read == 2);
+  return resident * (::sysconf(_SC_PAGESIZE) / 1024);
 }
 
 void WriteFile(const std::string& path, const std::string& data, bool gzip) {

@@ -38,6 +38,9 @@ int32_t TaskNamed(const Graph& graph, const std::string& name);
 // True if an edge of `kind` runs from `from` to `to`.
 bool HasEdge(const Graph& graph, int32_t from, int32_t to, EdgeKind kind);
 
+// This process's resident memory now, in KiB (mapped file pages included).
+long ResidentKiB();
+
 // Writes `data` to `path` (plain) or gzip-compressed when `gzip` is true.
 void WriteFile(const std::string& path, const std::string& data, bool gzip = false);
 

@@ -73,18 +73,37 @@ struct ActiveCopy {
 __attribute__((tls_model("initial-exec"))) thread_local ActiveCopy* volatile t_active_copy = nullptr;
 struct sigaction g_previous_bus {};
 
+// Set while this thread runs OnBus: a handler that OnBus passed a fault to
+// and that passes it back (it found OnBus installed when it was) must not
+// loop.
+__attribute__((tls_model("initial-exec"))) thread_local volatile bool t_in_bus_handler = false;
+
 void OnBus(int sig, siginfo_t* info, void* context) {
   const ActiveCopy* copy = t_active_copy;
   const char* at = static_cast<const char*>(info->si_addr);
-  if (copy != nullptr && at >= copy->begin && at < copy->end) siglongjmp(t_active_copy->jump, 1);
-  // Not a copy's fault: what was there before handles it.
-  if ((g_previous_bus.sa_flags & SA_SIGINFO) != 0) {
-    g_previous_bus.sa_sigaction(sig, info, context);
-  } else if (g_previous_bus.sa_handler == SIG_DFL || g_previous_bus.sa_handler == SIG_IGN) {
-    ::signal(sig, SIG_DFL);  // the fault recurs on return, and takes its default action
-  } else {
-    g_previous_bus.sa_handler(sig);
+  // Only a fault the kernel raised has an address (si_code > 0); a SIGBUS
+  // another process sent does not.
+  if (info->si_code > 0 && copy != nullptr && at >= copy->begin && at < copy->end) {
+    siglongjmp(t_active_copy->jump, 1);
   }
+  // Not a copy's fault: as the action before OnBus would have taken it.
+  const struct sigaction& before = g_previous_bus;
+  if (t_in_bus_handler || before.sa_handler == SIG_DFL || before.sa_handler == SIG_IGN) {
+    const bool sent = info->si_code <= 0;
+    if (sent && before.sa_handler == SIG_IGN && !t_in_bus_handler) return;
+    ::signal(sig, SIG_DFL);
+    // A fault recurs on return, and takes the default action; a sent signal
+    // is raised again, delivered once this handler returns.
+    if (sent) ::raise(sig);
+    return;
+  }
+  t_in_bus_handler = true;
+  if ((before.sa_flags & SA_SIGINFO) != 0) {
+    before.sa_sigaction(sig, info, context);
+  } else {
+    before.sa_handler(sig);
+  }
+  t_in_bus_handler = false;
 }
 
 // OnBus is SIGBUS's handler while any MappedFile lives (counted under the
@@ -99,11 +118,13 @@ int g_bus_users = 0;
 void HoldBusHandler() {
   std::lock_guard<std::mutex> lock(g_bus_mutex);
   if (g_bus_users++ > 0) return;
+  // What was there, kept before OnBus can run and pass a fault to it.
+  ::sigaction(SIGBUS, nullptr, &g_previous_bus);
   struct sigaction action {};
   action.sa_sigaction = OnBus;
   action.sa_flags = SA_SIGINFO | SA_ONSTACK;
   sigemptyset(&action.sa_mask);
-  ::sigaction(SIGBUS, &action, &g_previous_bus);
+  ::sigaction(SIGBUS, &action, nullptr);
 }
 
 void ReleaseBusHandler() {
@@ -185,7 +206,8 @@ absl::Status MappedFile::Populate(uint64_t from, uint64_t to) {
     if (err == EINTR || err == EAGAIN) continue;
     if (err == EFAULT) {
       return absl::InvalidArgumentError(StrCat(path_, ": read failed: the file no longer holds bytes ", from, " to ",
-                                               to, " of the ", size_, " it held when opened (truncated while read?)"));
+                                               to, " of the ", size_, " it held when opened (truncated while read?),",
+                                               " or they could not be read"));
     }
     return absl::InvalidArgumentError(StrCat(path_, ": read failed at byte ", from, ": ", OsError(err)));
   }

@@ -33,9 +33,11 @@ absl::StatusOr<size_t> ReadSome(int fd, const std::string& path, char* dst, size
 // the reader copy the bytes itself while it fetches the next ones ahead
 // (big_1m.json, one core: about 24 ms of 144 to a Trace). A load from the
 // mapping raises SIGBUS once another process has truncated the file below
-// it: CopyOut catches that (a SIGBUS handler, installed while any mapping
-// lives, that passes every other SIGBUS to the handler before it), and
-// Populate reports it as an error.
+// it: CopyOut catches that, and Populate reports it as an error. The
+// catching is a SIGBUS handler installed by the first mapping and put back
+// by the last (unless something else took SIGBUS meanwhile). It hands
+// every other SIGBUS to the action it replaced: the handler, or the
+// default, or nothing for an ignored signal that another process sent.
 class MappedFile {
  public:
   // Maps `fd`'s first `size` bytes (not 0). Errors name `path`. Fails with
@@ -59,15 +61,16 @@ class MappedFile {
   bool CopyOut(uint64_t from, char* dst, size_t n) const;
 
   // Maps the bytes [from, to) in now, reading those not in the page cache
-  // from the file. Errors (naming the path and the offset): the file no
-  // longer holds them (it shrank since it was opened), or the read failed.
+  // from the file. Errors (naming the path and the offsets): the file no
+  // longer holds them (it shrank since it was opened), or reading them
+  // failed (the kernel does not tell the two apart).
   absl::Status Populate(uint64_t from, uint64_t to);
   // Asks the kernel to start reading [from, to) from the file: a later
   // Populate of it then waits less.
   void Prefetch(uint64_t from, uint64_t to) const;
   // Drops the whole pages inside [from, to) from this process (not from the
   // page cache), so that a file read from start to end stays out of the
-  // resident memory once read. Reading them needs a Populate again.
+  // resident memory once read. A later load maps them in again.
   void Release(uint64_t from, uint64_t to) const;
 
  private:

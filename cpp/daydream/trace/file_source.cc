@@ -311,11 +311,15 @@ absl::StatusOr<size_t> TraceByteStream::ReadRaw(char* dst, size_t n) {
     if (map_.mapped()) {  // a step at a time, so that a long read does not map in the whole file
       take = std::min<size_t>(take, kMapStep);
       const auto at = static_cast<uint64_t>(in_ - memory_.data());
-      DD_RETURN_IF_ERROR(MapThrough(at, at + take));
-      if (!map_.CopyOut(at, dst + done, take)) {
-        return absl::InvalidArgumentError(
+      absl::Status copied = MapThrough(at, at + take);
+      if (copied.ok() && !map_.CopyOut(at, dst + done, take)) {
+        copied = absl::InvalidArgumentError(
             StrCat(source_, ": read failed: the file was truncated while it was read (at byte ", at, " of the ",
                    memory_.size(), " it held when opened)"));
+      }
+      if (!copied.ok()) {
+        if (done > 0) return done;  // the bytes before the error first; the error with the next read
+        return copied;
       }
     } else {
       std::memcpy(dst + done, in_, take);
@@ -331,11 +335,15 @@ absl::Status TraceByteStream::MapThrough(uint64_t from, uint64_t to) {
   // while it parses one (InMemoryAhead), and a page not yet mapped in would
   // drop those fetches.
   // Where a step fails (the file shrank, a read failed), the error waits for
-  // a read of its bytes: the bytes before it come first.
+  // a read of its bytes, and a read before them still gets its own: the
+  // bytes before the error come first.
   while (map_ready_ < to + kMapStep && map_ready_ < memory_.size()) {
     const uint64_t next = map_ready_ + kMapStep;
-    if (absl::Status populated = map_.Populate(map_ready_, next); !populated.ok()) {
-      if (map_ready_ < to) return populated;
+    if (!map_.Populate(map_ready_, next).ok()) {
+      if (map_ready_ < to) {
+        DD_RETURN_IF_ERROR(map_.Populate(map_ready_, to));
+        map_ready_ = to;
+      }
       break;
     }
     map_.Prefetch(next, next + kMapStep);  // the file read from disk, where it is not cached, meanwhile

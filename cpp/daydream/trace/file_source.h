@@ -32,11 +32,12 @@ struct FileSourceOptions {
   // where read() made the kernel copy them with nothing overlapping.
   // big_1m.json on one core: 144 -> 120 ms to a Trace
   // (BM_ReadTraceFileOneCore, docs/performance.md). The mapping is brought
-  // in 2 MiB ahead of the reader and dropped behind it, so resident memory
-  // holds a few MiB of the text, as a read did. A file truncated by
+  // in 2-4 MiB ahead of the reader and dropped behind it, so resident
+  // memory holds a few MiB of the text, as a read did. A file truncated by
   // another process while it is read is an error, not a SIGBUS
-  // (MappedFile::CopyOut). Files shorter than this, gzip files, and kernels
-  // that cannot populate a mapped range are read.
+  // (MappedFile::CopyOut); a file that grows is read to the size it had
+  // when opened. Files shorter than this, gzip files, files the kernel
+  // will not map, and kernels that cannot populate a mapped range are read.
   uint64_t map_min_bytes = uint64_t{1} << 20;
 };
 

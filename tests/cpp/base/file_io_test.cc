@@ -16,6 +16,7 @@
 #include "test_support.h"
 
 using namespace daydream;
+using daydream::testing::ResidentKiB;
 using daydream::testing::TempDir;
 using daydream::testing::WriteFile;
 
@@ -192,10 +193,12 @@ TEST_CASE("MappedFile maps a file's bytes, and reads them again after Release", 
   REQUIRE(map.mapped());
   REQUIRE(map.Populate(0, data.size()).ok());
   CHECK(map.bytes() == data);
-  // Pages dropped, whole or cut by the range's ends, and the last one: the
-  // bytes come back from the file.
+  // Pages dropped, whole or cut by the range's ends, and the last one, leave
+  // this process; the bytes come back from the file.
+  const long mapped_in = ResidentKiB();
   map.Release(5, (size_t{1} << 20) + 7);
   map.Release((size_t{2} << 20) + 1, data.size());
+  CHECK(mapped_in - ResidentKiB() >= 1500);  // of the 2 MiB dropped, less the pages at the cuts
   REQUIRE(map.Populate(0, data.size()).ok());
   CHECK(map.bytes() == data);
   MappedFile moved = std::move(map);
@@ -272,7 +275,10 @@ TEST_CASE("MappedFile puts back the SIGBUS handler it found once the last mappin
   {
     OpenFile file, other_file;
     MappedFile map, other;
-    if (!MapOrSkip(path, &file, &map)) return;
+    if (!MapOrSkip(path, &file, &map)) {
+      ::sigaction(SIGBUS, &found, nullptr);
+      return;
+    }
     REQUIRE(MapOrSkip(path, &other_file, &other));
     CHECK((current().sa_flags & SA_SIGINFO) != 0);  // daydream's, while mappings live
     map = MappedFile();                                // one goes: still daydream's
@@ -282,5 +288,54 @@ TEST_CASE("MappedFile puts back the SIGBUS handler it found once the last mappin
   }
   CHECK((current().sa_flags & SA_SIGINFO) == 0);
   CHECK(current().sa_handler == TestBusHandler);
+  ::sigaction(SIGBUS, &found, nullptr);
+}
+
+namespace {
+volatile sig_atomic_t g_bus_seen = 0;
+volatile sig_atomic_t g_bus_code = 0;
+void RecordBus(int, siginfo_t* info, void*) {
+  g_bus_seen = g_bus_seen + 1;
+  g_bus_code = info->si_code;
+}
+// Installs `action` (its mask emptied) for SIGBUS.
+bool SetBusAction(struct sigaction action) {
+  sigemptyset(&action.sa_mask);
+  return ::sigaction(SIGBUS, &action, nullptr) == 0;
+}
+}  // namespace
+
+TEST_CASE("MappedFile hands a SIGBUS that is no copy's to the action it replaced", "[file_io]") {
+  const std::string path = TempDir() + "/passes_on.bin";
+  WriteFile(path, Pattern(size_t{64} << 10));
+  struct sigaction found {};
+  REQUIRE(::sigaction(SIGBUS, nullptr, &found) == 0);
+  SECTION("a handler") {
+    struct sigaction mine {};
+    mine.sa_sigaction = RecordBus;
+    mine.sa_flags = SA_SIGINFO;
+    REQUIRE(SetBusAction(mine));
+    OpenFile file;
+    MappedFile map;
+    if (MapOrSkip(path, &file, &map)) {
+      g_bus_seen = 0;
+      ::raise(SIGBUS);  // sent, not a fault: no address to be a copy's
+      CHECK(g_bus_seen == 1);
+      CHECK(g_bus_code <= 0);
+      ::close(file.fd);
+    }
+  }
+  SECTION("ignored") {
+    struct sigaction ignore {};
+    ignore.sa_handler = SIG_IGN;
+    REQUIRE(SetBusAction(ignore));
+    OpenFile file;
+    MappedFile map;
+    if (MapOrSkip(path, &file, &map)) {
+      ::raise(SIGBUS);  // ignored as before: the test goes on
+      SUCCEED("the sent SIGBUS was ignored");
+      ::close(file.fd);
+    }
+  }
   ::sigaction(SIGBUS, &found, nullptr);
 }

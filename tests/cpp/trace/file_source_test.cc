@@ -19,6 +19,7 @@
 
 using namespace daydream;
 using daydream::testing::KinetoDoc;
+using daydream::testing::ResidentKiB;
 using daydream::testing::TempDir;
 using daydream::testing::WriteFile;
 
@@ -442,16 +443,6 @@ TEST_CASE("ReadTraceFile streams a gzip trace of many windows to the same Trace 
 
 namespace {
 
-// This process's resident memory now, in KiB (mapped file pages included).
-long ResidentKiB() {
-  long pages = 0, resident = 0;
-  std::FILE* f = std::fopen("/proc/self/statm", "r");
-  REQUIRE(f != nullptr);
-  REQUIRE(std::fscanf(f, "%ld %ld", &pages, &resident) == 2);
-  std::fclose(f);
-  return resident * (::sysconf(_SC_PAGESIZE) / 1024);
-}
-
 FileSourceOptions MapFrom(uint64_t bytes) {
   FileSourceOptions options;
   options.map_min_bytes = bytes;
@@ -465,6 +456,11 @@ TEST_CASE("TraceByteStream maps a plain file at least map_min_bytes long, and re
   const std::string text = RandomText((size_t{5} << 20) + 12345, 21);
   const std::string path = TempDir() + "/mapped.json";
   WriteFile(path, text);
+  // Where this kernel cannot populate a mapped range, every file is read.
+  auto probe = TraceByteStream::Open(path, MapFrom(0));
+  REQUIRE(probe.ok());
+  const bool can_map = !(*probe)->InMemoryAhead().empty();
+  if (!can_map) WARN("this kernel does not populate mapped ranges: the file is read");
   for (const uint64_t from : {uint64_t{0}, uint64_t{1} << 20, ~uint64_t{0}}) {
     for (size_t piece : {size_t{7}, size_t{65536}, size_t{3} << 20, size_t{16} << 20}) {
       INFO("map_min_bytes " << from << ", piece " << piece);
@@ -472,7 +468,8 @@ TEST_CASE("TraceByteStream maps a plain file at least map_min_bytes long, and re
       REQUIRE(stream.ok());
       CHECK((*stream)->size_hint() == text.size());
       // Mapped, the bytes ahead are in memory for the reader to fetch.
-      CHECK((*stream)->InMemoryAhead() == (from == ~uint64_t{0} ? std::string_view() : std::string_view(text)));
+      const bool mapped = can_map && from != ~uint64_t{0};
+      CHECK((*stream)->InMemoryAhead() == (mapped ? std::string_view(text) : std::string_view()));
       CHECK(ReadAll(**stream, piece) == text);
     }
   }
