@@ -326,15 +326,21 @@ def test_profile_steps_times_as_many_plain_steps_after_the_recorded_ones_as_befo
     assert all(t > 0 for t in prof.plain_step_times_after_ms)
 
 
-def test_profile_steps_records_again_while_the_machines_speed_moves() -> None:
-    import time
+def test_profile_steps_records_again_while_the_machines_speed_moves(monkeypatch) -> None:
+    import types
 
+    from daydream import capture
     from daydream.capture import profile_steps
 
+    # A clock that only the steps move (daydream.capture reads time.perf_counter
+    # alone): each plain step takes exactly its time, however loaded the machine
+    # is. (Steps that slept were timed 15% apart on a busy CI machine.)
+    now = [0.0]
+    monkeypatch.setattr(capture, "time", types.SimpleNamespace(perf_counter=lambda: now[0]))
     calls = []
 
-    def step(slow_calls=range(6, 10)):  # noqa: ANN001, ANN202 - the first capture's plain steps after: 2x slower
-        time.sleep(0.015 if len(calls) in slow_calls else 0.005)
+    def step(slow_calls=range(6, 10)):  # noqa: ANN001, ANN202 - the first capture's plain steps after: 3x slower
+        now[0] += 0.015 if len(calls) in slow_calls else 0.005
         calls.append(torch.ones(4).sum())
 
     # One capture is wait + warmup + active + wait calls: 4 + 1 + 1 + 4.
