@@ -57,10 +57,6 @@ uint64_t PageBytes() {
 uint64_t PageDown(uint64_t offset) { return offset / PageBytes() * PageBytes(); }
 uint64_t PageUp(uint64_t offset) { return PageDown(offset + PageBytes() - 1); }
 
-}  // namespace
-
-namespace {
-
 // A copy out of a mapping in progress on this thread (MappedFile::CopyOut):
 // where a SIGBUS at an address in [begin, end) jumps to. Initial-exec, so
 // that the handler reads it without a call that could allocate.
