@@ -1246,26 +1246,20 @@ class Builder {
     int32_t task = kNone;
     int32_t stream = 0;
   };
-  struct DeviceLaunches {
-    std::vector<DeviceLaunch> launched;
-    int32_t streams = 0;
-  };
 
   void LinkLaunchQueue() {
-    absl::flat_hash_map<int64_t, DeviceLaunches> by_device;  // devices with a recorded launch
+    absl::flat_hash_map<int64_t, std::vector<DeviceLaunch>> by_device;  // devices with a recorded launch
     absl::flat_hash_map<int64_t, int32_t> streams_of_device;
     for (int32_t s : gpu_streams_) {
       const int64_t device = graph_.resources[static_cast<size_t>(s)].process;
       const int32_t stream = streams_of_device[device]++;
       for (const Launched& l : stream_launches_[static_cast<size_t>(s)]) {
         if (launcher_[static_cast<size_t>(l.task)] != kNone) {
-          by_device[device].launched.push_back(DeviceLaunch{l.time, l.task, stream});
+          by_device[device].push_back(DeviceLaunch{l.time, l.task, stream});
         }
       }
     }
-    for (auto& [device, launches] : by_device) launches.streams = streams_of_device[device];
-    for (auto& [device, launches] : by_device) {
-      std::vector<DeviceLaunch>& launched = launches.launched;
+    for (auto& [device, launched] : by_device) {
       SortRuns(launched, [](const DeviceLaunch& a, const DeviceLaunch& b) {
         return a.time != b.time ? a.time < b.time : a.task < b.task;
       });
@@ -1281,7 +1275,7 @@ class Builder {
         start[j] = Start(launched[j].task);
         stream[j] = launched[j].stream;
       }
-      const std::vector<int32_t> pending = WaitingCounts(at, start, stream, launches.streams);
+      const std::vector<int32_t> pending = WaitingCounts(at, start, stream, streams_of_device[device]);
       int32_t max_pending = 0;
       for (const int32_t p : pending) max_pending = std::max(max_pending, p);
       // Typical cost of each launch API where the queue had room (by name;

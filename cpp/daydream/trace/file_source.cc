@@ -224,10 +224,7 @@ absl::StatusOr<std::unique_ptr<TraceByteStream>> TraceByteStream::Open(const std
     absl::StatusOr<MappedFile> map = MappedFile::Map(s->fd_, file_size, path);
     if (map.ok()) {
       s->map_ = *std::move(map);
-      s->memory_ = s->map_.bytes();
-      s->in_ = s->memory_.data();
-      s->in_end_ = s->in_ + s->memory_.size();
-      s->in_eof_ = true;
+      s->ReadFromMemory(s->map_.bytes());
       std::string().swap(s->in_buf_);
     }
   }
@@ -243,10 +240,7 @@ std::unique_ptr<TraceByteStream> TraceByteStream::FromMemory(std::string_view by
                                                              bool detect_gzip,
                                                              const FileSourceOptions& options) {
   std::unique_ptr<TraceByteStream> s(new TraceByteStream(std::move(source), options));
-  s->memory_ = bytes;
-  s->in_ = bytes.data();
-  s->in_end_ = bytes.data() + bytes.size();
-  s->in_eof_ = true;
+  s->ReadFromMemory(bytes);
   s->size_hint_ = bytes.size();
   if (detect_gzip && IsGzipMagic(bytes)) {
     s->gzip_ = std::make_unique<Gzip>();
@@ -256,6 +250,13 @@ std::unique_ptr<TraceByteStream> TraceByteStream::FromMemory(std::string_view by
                         : 0;
   }
   return s;
+}
+
+void TraceByteStream::ReadFromMemory(std::string_view bytes) {
+  memory_ = bytes;
+  in_ = bytes.data();
+  in_end_ = bytes.data() + bytes.size();
+  in_eof_ = true;
 }
 
 absl::Status TraceByteStream::StartGzipIfMagic() {

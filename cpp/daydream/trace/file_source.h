@@ -84,6 +84,8 @@ class TraceByteStream {
   absl::StatusOr<size_t> ReadRaw(char* dst, size_t n);
   absl::StatusOr<size_t> Inflate(char* dst, size_t n);
   absl::Status StartGzipIfMagic();
+  // Reads `bytes` (FromMemory's, or a mapped file's) rather than the file.
+  void ReadFromMemory(std::string_view bytes);
   absl::StatusOr<size_t> ReadDirect(char* dst, size_t n);
   // Brings a mapped file's bytes up to input offset `to` (and a step ahead
   // of it) into memory, and drops the whole steps before `from`.

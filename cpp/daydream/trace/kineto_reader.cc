@@ -899,6 +899,14 @@ class KinetoParser {
   // time; `depth` counts the brackets open around the elements (1 for a bare
   // array, 2 inside the top-level object). Returns with begin_ after the
   // array's ']'.
+  // Room for `room` events, details and flows, on huge pages (a vector
+  // already that large keeps its storage).
+  static void ReserveRecords(Trace& trace, size_t room) {
+    ReserveHugePages(trace.events, room);
+    ReserveHugePages(trace.details, room);
+    ReserveHugePages(trace.flows, room);
+  }
+
   absl::Status ParseEventStream(int64_t depth) {
     // Real traces take 200-450 bytes per event: room for all of them at once
     // (growing would copy the vector); pages never written cost no memory.
@@ -906,10 +914,7 @@ class KinetoParser {
     // on huge pages as the events are: filled a 4 KiB page at a time, their
     // page faults cost big_1m's one-core parse 8% (perf: the stores of
     // Commit's push_back).
-    const auto room = static_cast<size_t>(std::min<uint64_t>(in_.size_hint(), uint64_t{1} << 40) / 128 + 16);
-    ReserveHugePages(trace_.events, room);
-    ReserveHugePages(trace_.details, room);
-    ReserveHugePages(trace_.flows, room);
+    ReserveRecords(trace_, static_cast<size_t>(std::min<uint64_t>(in_.size_hint(), uint64_t{1} << 40) / 128 + 16));
     size_t window = WindowBytes();
     size_t pair_window = std::max<size_t>(options_.parallel_window_bytes, 64);  // each of two at a time
     // A window that holds no whole event (nor a cut) is tried again twice
@@ -1101,14 +1106,11 @@ class KinetoParser {
     details.clear();
     flows.clear();
     const size_t size = 1 + rest.size();
-    const size_t room = size / 128 + 16;  // as ParseEventStream: no growth, no copies
-    ReserveHugePages(events, room);
-    ReserveHugePages(details, room);
-    ReserveHugePages(flows, room);
     trace_ = Trace();
     trace_.events = std::move(events);
     trace_.details = std::move(details);
     trace_.flows = std::move(flows);
+    ReserveRecords(trace_, size / 128 + 16);  // as ParseEventStream: no growth, no copies
     track_index_.clear();
     last_track_ = -1;
     prev_track_ = -1;
