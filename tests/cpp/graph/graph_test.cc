@@ -1,6 +1,8 @@
 // Tests for daydream/graph/graph.h: validation, summaries, CSR adjacency.
 #include "daydream/graph/graph.h"
 
+#include <algorithm>
+#include <random>
 #include <string>
 #include <utility>
 #include <vector>
@@ -355,6 +357,114 @@ TEST_CASE("Validate accepts a blocking launch paired with a sync edge", "[graph]
   // ... but a sequential edge from the call to the copy closes the loop.
   f.g.AddEdge(call, copy, EdgeKind::kSequential);
   CHECK_THAT(Msg(f.g.Validate()), Catch::Contains("cycle"));
+}
+
+// Whether the event graph (node 2t task t's start, 2t+1 its end) has a
+// cycle, by a depth-first search written apart from the graph's own check.
+bool HasCycleByDepthFirst(const Graph& g) {
+  const size_t nodes = 2 * g.tasks.size();
+  std::vector<std::vector<size_t>> next(nodes);
+  for (size_t t = 0; t < g.tasks.size(); ++t) next[2 * t].push_back(2 * t + 1);
+  for (const Edge& e : g.edges) {
+    const bool from_start = e.kind == EdgeKind::kBlockingLaunch || e.kind == EdgeKind::kLaunchQueue;
+    const bool to_end = e.kind == EdgeKind::kSync || e.kind == EdgeKind::kLaunchQueue;
+    next[2 * static_cast<size_t>(e.from) + (from_start ? 0 : 1)].push_back(2 * static_cast<size_t>(e.to) +
+                                                                           (to_end ? 1 : 0));
+  }
+  std::vector<int> state(nodes, 0);  // 0 unseen, 1 on the path, 2 done
+  for (size_t root = 0; root < nodes; ++root) {
+    if (state[root] != 0) continue;
+    std::vector<std::pair<size_t, size_t>> path{{root, 0}};  // node, next successor to try
+    state[root] = 1;
+    while (!path.empty()) {
+      auto& [v, i] = path.back();
+      if (i == next[v].size()) {
+        state[v] = 2;
+        path.pop_back();
+        continue;
+      }
+      const size_t h = next[v][i++];
+      if (state[h] == 1) return true;
+      if (state[h] == 0) {
+        state[h] = 1;
+        path.emplace_back(h, 0);
+      }
+    }
+  }
+  return false;
+}
+
+TEST_CASE("FindCycleTask agrees with a depth-first search on graphs with few, short and many edges backwards",
+          "[graph]") {
+  // Edges from a task to a later one lead forward in the event graph's node
+  // order; the check searches only around the edges that do not (few and
+  // short in a built graph) unless they are many or span much of the graph.
+  // Random graphs of each sort, with and without cycles, against a search
+  // that knows nothing of that.
+  const EdgeKind kinds[] = {EdgeKind::kSequential, EdgeKind::kLaunch,     EdgeKind::kSync,
+                            EdgeKind::kStreamWait, EdgeKind::kThread,     EdgeKind::kData,
+                            EdgeKind::kComm,       EdgeKind::kBlockingLaunch, EdgeKind::kLaunchQueue};
+  std::mt19937 rng(20261130);
+  auto uniform = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
+  int searched_around = 0, with_cycle_around = 0, whole = 0, with_cycle_whole = 0, none_backwards = 0;
+  for (int round = 0; round < 3000; ++round) {
+    Fixture f;
+    const int n = uniform(2, 80);
+    for (int t = 0; t < n; ++t) f.Add("t", t % 2 == 0 ? f.cpu : f.gpu, 10);
+    const int sort = round % 3;  // none backwards; a few short ones; many or long ones
+    for (int k = uniform(0, 3 * n); k > 0; --k) {
+      const int from = uniform(0, n - 2);
+      f.g.AddEdge(from, std::min(n - 1, from + uniform(1, 4)), kinds[uniform(0, 8)]);
+    }
+    const int backwards = sort == 0 ? 0 : sort == 1 ? uniform(1, std::max(1, n / 8)) : uniform(n / 4 + 1, n);
+    const int reach = sort == 1 ? 2 : n;
+    for (int k = 0; k < backwards; ++k) {
+      const int from = uniform(0, n - 1);
+      f.g.AddEdge(from, std::max(0, from - uniform(0, reach)), kinds[uniform(0, 8)]);
+    }
+    // Which path the check takes, as it decides it: edges whose tail node
+    // is not before their head node, and how much of the node order they span.
+    std::vector<std::pair<size_t, size_t>> back;
+    for (const Edge& e : f.g.edges) {
+      const bool from_start = e.kind == EdgeKind::kBlockingLaunch || e.kind == EdgeKind::kLaunchQueue;
+      const bool to_end = e.kind == EdgeKind::kSync || e.kind == EdgeKind::kLaunchQueue;
+      const size_t a = 2 * static_cast<size_t>(e.from) + (from_start ? 0 : 1);
+      const size_t b = 2 * static_cast<size_t>(e.to) + (to_end ? 1 : 0);
+      if (a >= b) back.emplace_back(b, a);
+    }
+    std::sort(back.begin(), back.end());
+    size_t spanned = 0;
+    for (size_t i = 0; i < back.size();) {
+      size_t hi = back[i].second;
+      const size_t lo = back[i].first;
+      for (++i; i < back.size() && back[i].first <= hi + 1; ++i) hi = std::max(hi, back[i].second);
+      spanned += hi - lo + 1;
+    }
+    const size_t nodes = 2 * static_cast<size_t>(n);
+    const bool cyclic = HasCycleByDepthFirst(f.g);
+    if (back.empty()) {
+      ++none_backwards;
+    } else if (back.size() <= nodes / 8 && spanned <= nodes / 4) {
+      ++searched_around;
+      with_cycle_around += cyclic;
+    } else {
+      ++whole;
+      with_cycle_whole += cyclic;
+    }
+    std::vector<int64_t> cycle;
+    const int64_t t = f.g.FindCycleTask(nullptr, &cycle);
+    INFO("round " << round << ", " << n << " tasks, " << f.g.edges.size() << " edges, " << back.size()
+                  << " backwards spanning " << spanned << " nodes");
+    REQUIRE((t >= 0) == cyclic);
+    if (cyclic) CHECK(cycle.front() == t);
+  }
+  // Every path was taken, with and without cycles where there can be one.
+  CHECK(none_backwards > 100);
+  CHECK(searched_around > 100);
+  CHECK(with_cycle_around > 20);
+  CHECK(searched_around - with_cycle_around > 20);
+  CHECK(whole > 100);
+  CHECK(with_cycle_whole > 20);
 }
 
 TEST_CASE("Validate catches a start-to-start loop of blocking launches only when it closes", "[graph]") {
