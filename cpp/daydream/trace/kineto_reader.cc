@@ -1181,23 +1181,25 @@ class KinetoParser {
     }
     for (const auto& [t, name] : h.meta_process_names_) meta_process_names_.emplace_back(track(t), str(name));
     for (const auto& [t, label] : h.meta_process_labels_) meta_process_labels_.emplace_back(track(t), str(label));
-    for (TraceEvent ev : local.events) {
+    // Each record copied whole, then its ids renumbered in place (see Trace::AddEvent).
+    for (const TraceEvent& local_ev : local.events) {
+      const bool has_detail = local_ev.detail >= 0;
+      TraceEvent& ev =
+          trace_.AddEvent(local_ev, has_detail ? &local.details[static_cast<size_t>(local_ev.detail)] : nullptr);
       ev.name = str(ev.name);
       ev.input_dims = str(ev.input_dims);
       ev.input_types = str(ev.input_types);
       ev.track = track(ev.track);
-      TraceEventDetail detail;
-      if (ev.detail >= 0) {
-        detail = local.details[static_cast<size_t>(ev.detail)];
+      if (has_detail) {
+        TraceEventDetail& detail = trace_.details.back();
         detail.dtype = str(detail.dtype);
         detail.sync_kind = str(detail.sync_kind);
       }
-      trace_.AddEvent(ev, ev.detail >= 0 ? &detail : nullptr);
     }
-    for (TraceFlow flow : local.flows) {
+    for (const TraceFlow& local_flow : local.flows) {
+      TraceFlow& flow = trace_.flows.emplace_back(local_flow);
       flow.category = str(flow.category);
       flow.track = track(flow.track);
-      trace_.flows.push_back(flow);
     }
     for (size_t c = 0; c < 256; ++c) phase_interned_[c] = phase_interned_[c] || h.phase_interned_[c];
     for (const PendingWarning& w : h.detached_warnings_) AddWarning(w, index_);
@@ -2406,13 +2408,14 @@ class KinetoParser {
           WarnEvent("bad_flow", index, ": flow event without 'id' or 'ts'; ignored");
           return absl::OkStatus();
         }
-        TraceFlow flow;
+        // Written in place, field by field: see AddEvent.
+        const int32_t track = TrackFor(s.pid, s.tid);
+        TraceFlow& flow = trace_.flows.emplace_back();
         flow.id = s.flow_id;
         flow.ts_ns = s.ev.ts_ns;
         flow.category = s.category;
         flow.phase = s.ph;
-        flow.track = TrackFor(s.pid, s.tid);
-        trace_.flows.push_back(flow);
+        flow.track = track;
         return absl::OkStatus();
       }
       case 'M':
@@ -2423,27 +2426,31 @@ class KinetoParser {
                   StrCat(": phase ", Quote(std::string(1, s.ph)), " is not read by daydream; ignored"));
         return absl::OkStatus();
     }
-    TraceEvent& ev = s.ev;
     if (!s.has_ts) return EventError(index, "no 'ts'");
     if (!s.has_name) return EventError(index, "no 'name'");
-    if (s.ph == 'X') {
+    const bool complete = s.ph == 'X';
+    if (complete) {
       if (!s.has_dur) return EventError(index, "complete event ('ph': 'X') has no 'dur'");
-      if (ev.dur_ns < 0) {
-        return EventError(index, StrCat("'dur' is negative (", NsToUs(ev.dur_ns), " us)"));
+      if (s.ev.dur_ns < 0) {
+        return EventError(index, StrCat("'dur' is negative (", NsToUs(s.ev.dur_ns), " us)"));
       }
-      ev.kind = KindOfCategory(s.category);
-    } else {
-      ev.kind = EventKind::kInstant;
+    }
+    const EventKind kind = complete ? KindOfCategory(s.category) : EventKind::kInstant;
+    const int32_t track_index = TrackFor(s.pid, s.tid);
+    // What is set here goes into the event appended, not into s.ev before
+    // it is copied: see AddEvent.
+    TraceEvent& ev = trace_.AddEvent(s.ev, s.has_detail ? &s.detail : nullptr);
+    ev.kind = kind;
+    ev.track = track_index;
+    if (!complete) {
       ev.instant = true;
       ev.dur_ns = 0;
     }
-    ev.track = TrackFor(s.pid, s.tid);
-    trace_.AddEvent(ev, s.has_detail ? &s.detail : nullptr);
     // Counted here, while the event is at hand, not in another pass over
     // all of them.
-    TraceTrack& track = trace_.tracks[static_cast<size_t>(ev.track)];
+    TraceTrack& track = trace_.tracks[static_cast<size_t>(track_index)];
     ++track.num_events;
-    track.gpu = track.gpu || IsGpuKind(ev.kind);
+    track.gpu = track.gpu || IsGpuKind(kind);
     return absl::OkStatus();
   }
 

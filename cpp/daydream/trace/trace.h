@@ -174,13 +174,17 @@ struct Trace {
   const TraceEventDetail& Detail(const TraceEvent& ev) const {
     return ev.detail < 0 ? kNoDetail : details[static_cast<size_t>(ev.detail)];
   }
-  // Appends `ev`, and `detail` as its detail when not null.
-  void AddEvent(TraceEvent ev, const TraceEventDetail* detail) {
+  // Appends `ev`, and `detail` as its detail when not null; returns the
+  // event appended. (`ev` is copied whole first and its detail index set
+  // after: a copy that read it back just after a store into one field would
+  // wait for that store, in the reader's hot loop.)
+  TraceEvent& AddEvent(const TraceEvent& ev, const TraceEventDetail* detail) {
+    TraceEvent& added = events.emplace_back(ev);
     if (detail != nullptr) {
-      ev.detail = static_cast<int32_t>(details.size());
+      added.detail = static_cast<int32_t>(details.size());
       details.push_back(*detail);
     }
-    events.push_back(ev);
+    return added;
   }
 };
 
