@@ -90,7 +90,14 @@ int32_t Graph::AddTask(const Task& task) {
 }
 
 void Graph::AddEdge(int32_t from, int32_t to, EdgeKind kind, TimeNs lag_ns) {
-  edges.push_back(Edge{from, to, kind, lag_ns});
+  // Written in place: an Edge built on the stack and copied in is read back
+  // 16 bytes at a time over its 4- and 1-byte fields just stored, which the
+  // core cannot forward from its store buffer (a stall per edge).
+  Edge& e = edges.emplace_back();
+  e.from = from;
+  e.to = to;
+  e.kind = kind;
+  e.lag_ns = lag_ns;
 }
 
 int32_t Graph::AddLayer(const Layer& layer) {
