@@ -665,8 +665,11 @@ class Builder {
         per_resource.resize(graph_.resources.size());
       }
       per_resource.resize(graph_.resources.size());
-      per_resource[static_cast<size_t>(it->second)].push_back(
-          Pending{ev.ts_ns, ev.end_ns(), i, it->second});
+      Pending& p = per_resource[static_cast<size_t>(it->second)].emplace_back();  // in place: see CollectCpuTasks
+      p.start = ev.ts_ns;
+      p.end = ev.end_ns();
+      p.event = i;
+      p.resource = it->second;
     }
     for (auto& list : per_resource) {
       SortRuns(list, [](const Pending& a, const Pending& b) {
@@ -923,10 +926,14 @@ class Builder {
       for (int32_t k : resource_tasks_[static_cast<size_t>(s)]) {
         const int32_t l = launcher_[static_cast<size_t>(k)];
         const TimeNs when = l == kNone ? origin_ - 1 : Start(l);
-        stream_launches_[static_cast<size_t>(s)].push_back(Launched{when, k});
-        if (l != kNone) {
-          thread_launches_[static_cast<size_t>(T(l).resource)].push_back(Launched{when, k});
-        }
+        // Written in place, as the tasks are (see CollectCpuTasks).
+        auto append = [&](std::vector<Launched>& list) {
+          Launched& launched = list.emplace_back();
+          launched.time = when;
+          launched.task = k;
+        };
+        append(stream_launches_[static_cast<size_t>(s)]);
+        if (l != kNone) append(thread_launches_[static_cast<size_t>(T(l).resource)]);
       }
     }
     auto by_time = [](const Launched& a, const Launched& b) {
