@@ -9,7 +9,9 @@ Each round runs every binary once, in turn, with --benchmark_repetitions
 (a slow spell of a shared host lengthens all of a run's repetitions; the
 fastest is the one it touched least). Printed per binary and benchmark:
 each round's figure and their median, in ms; for a benchmark that counts
-every thread's CPU time (BM_BuildGraph), that too, as "NAME cpu". The trace is
+every thread's CPU time (BM_BuildGraph), that too, as "NAME cpu": the
+least CPU time of a run's repetitions, which need not be the repetition
+with the least wall time. The trace is
 $DAYDREAM_BENCH_TRACE (default benchmarks/out/big_1m.json, which
 benchmarks/run_bench.sh generates). With --filter naming one benchmark,
 that benchmark runs alone in its process; `make bench` runs them all in

@@ -40,6 +40,19 @@ def test_each_round_takes_the_fastest_repetition_and_the_median_over_rounds(tmp_
     assert lines[1] == f"{new}: BM_BuildGraph 99.5 99.5 99.5 (median 99.5)"
 
 
+def test_a_benchmark_of_process_cpu_time_reports_that_too(tmp_path):
+    # BM_BuildGraph measures every thread's CPU time: Google Benchmark names
+    # the run .../process_time/real_time and its cpu_time counts all threads.
+    rows = [{"run_name": "BM_BuildGraph/process_time/real_time", "run_type": "iteration", "real_time": wall,
+             "cpu_time": cpu, "time_unit": "ms"} for wall, cpu in ((100.0, 112.0), (98.0, 113.0), (104.0, 110.5))]
+    bench = tmp_path / "bench"
+    bench.write_text(f"#!/bin/sh\ncat <<'EOF'\n{json.dumps({'benchmarks': rows})}\nEOF\n")
+    bench.chmod(0o755)
+    out = run([str(bench), "--rounds", "1", "--filter", "BuildGraph"], tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == f"{bench}: BM_BuildGraph 98.0 (median 98.0) | BM_BuildGraph cpu 110.5 (median 110.5)"
+
+
 def test_a_failing_binary_is_named(tmp_path):
     bad = fake_bench(tmp_path / "bad", [], fail=True)
     out = run([bad, "--rounds", "1"], tmp_path)

@@ -442,7 +442,9 @@ class Builder {
           p.end = std::max(p.end, p.start);
         }
         prev_end = p.end;
-        pending_.push_back(p);  // then its resource: p is read whole, not just after a store into it
+        // Its resource set in the copy: p is read whole with no store into it
+        // just before (but for the rare clip above).
+        pending_.push_back(p);
         pending_.back().resource = resource;
       }
       if (resource != kNone) AddSelfTimeTasks(candidates, enclosing_task, has_task_child, resource);

@@ -394,9 +394,10 @@ size_t CountInTopologicalOrder(std::vector<int32_t>& indegree, Successors succes
 // edges join nodes of that run. The builder numbers tasks in time order,
 // so those edges are few and short (big_1m: 18 k of 609 k edges, runs of at
 // most 4 nodes, 4% of the nodes in all), and the search of the runs alone
-// costs a fraction of the whole graph's. Where the runs cover much of the
-// graph (tasks a pass appended, with edges back to the tasks before them)
-// this gives up at once.
+// costs a fraction of the whole graph's. Where the runs cover over a
+// quarter of the nodes (tasks a pass appended, with edges back to the tasks
+// before them) this gives up once it has merged them; where such edges are
+// many, the caller does not ask.
 bool MayHoldCycle(const std::vector<Edge>& edges, size_t nodes, std::vector<std::pair<size_t, size_t>>& back) {
   std::sort(back.begin(), back.end());
   // The runs, merged where they meet or touch, marked in a bitmap; a node's
@@ -459,7 +460,9 @@ int64_t Graph::FindCycleTask(int64_t* stuck_tasks, std::vector<int64_t>* cycle) 
   }
   if (back.empty()) return -1;  // node order is a topological order
   if (back.size() <= most_back && !MayHoldCycle(edges, nodes, back)) return -1;
-  // The whole graph, for the first task on a cycle and the cycle itself.
+  // The whole graph: where the runs may hold a cycle, or are too many or too
+  // long to search apart. This also finds the first task on a cycle and the
+  // cycle itself, for the report.
   Arcs arcs = ArcsOf(nodes, [&](auto&& f) {
     for (const Edge& e : edges) f(TailNode(e), HeadNode(e));
   });

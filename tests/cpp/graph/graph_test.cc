@@ -406,7 +406,8 @@ TEST_CASE("FindCycleTask agrees with a depth-first search on graphs with few, sh
                             EdgeKind::kComm,       EdgeKind::kBlockingLaunch, EdgeKind::kLaunchQueue};
   std::mt19937 rng(20261130);
   auto uniform = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
-  int searched_around = 0, with_cycle_around = 0, whole = 0, with_cycle_whole = 0, none_backwards = 0;
+  int searched_around = 0, with_cycle_around = 0, longer_cycles_around = 0, whole = 0, with_cycle_whole = 0;
+  int none_backwards = 0;
   for (int round = 0; round < 3000; ++round) {
     Fixture f;
     const int n = uniform(2, 80);
@@ -420,10 +421,13 @@ TEST_CASE("FindCycleTask agrees with a depth-first search on graphs with few, sh
     const int reach = sort == 1 ? 2 : n;
     for (int k = 0; k < backwards; ++k) {
       const int from = uniform(0, n - 1);
-      f.g.AddEdge(from, std::max(0, from - uniform(0, reach)), kinds[uniform(0, 8)]);
+      // Mostly to an earlier task; now and then to its own (a self loop for some kinds).
+      const int to = uniform(0, 7) == 0 ? from : std::max(0, from - uniform(1, reach));
+      f.g.AddEdge(from, to, kinds[uniform(0, 8)]);
     }
-    // Which path the check takes, as it decides it: edges whose tail node
-    // is not before their head node, and how much of the node order they span.
+    // Which path the check would take, by the rule it follows: edges whose
+    // tail node is not before their head node, and how much of the node
+    // order they span.
     std::vector<std::pair<size_t, size_t>> back;
     for (const Edge& e : f.g.edges) {
       const bool from_start = e.kind == EdgeKind::kBlockingLaunch || e.kind == EdgeKind::kLaunchQueue;
@@ -442,26 +446,29 @@ TEST_CASE("FindCycleTask agrees with a depth-first search on graphs with few, sh
     }
     const size_t nodes = 2 * static_cast<size_t>(n);
     const bool cyclic = HasCycleByDepthFirst(f.g);
+    std::vector<int64_t> cycle;
+    const int64_t t = f.g.FindCycleTask(nullptr, &cycle);
     if (back.empty()) {
       ++none_backwards;
     } else if (back.size() <= nodes / 8 && spanned <= nodes / 4) {
       ++searched_around;
       with_cycle_around += cyclic;
+      longer_cycles_around += cyclic && cycle.size() > 1;
     } else {
       ++whole;
       with_cycle_whole += cyclic;
     }
-    std::vector<int64_t> cycle;
-    const int64_t t = f.g.FindCycleTask(nullptr, &cycle);
     INFO("round " << round << ", " << n << " tasks, " << f.g.edges.size() << " edges, " << back.size()
                   << " backwards spanning " << spanned << " nodes");
     REQUIRE((t >= 0) == cyclic);
     if (cyclic) CHECK(cycle.front() == t);
   }
-  // Every path was taken, with and without cycles where there can be one.
+  // Graphs of every sort were met, with and without cycles where there can
+  // be one, and cycles through more than one task among those searched around.
   CHECK(none_backwards > 100);
   CHECK(searched_around > 100);
   CHECK(with_cycle_around > 20);
+  CHECK(longer_cycles_around > 20);
   CHECK(searched_around - with_cycle_around > 20);
   CHECK(whole > 100);
   CHECK(with_cycle_whole > 20);
