@@ -359,17 +359,24 @@ TEST_CASE("Validate accepts a blocking launch paired with a sync edge", "[graph]
   CHECK_THAT(Msg(f.g.Validate()), Catch::Contains("cycle"));
 }
 
-// Whether the event graph (node 2t task t's start, 2t+1 its end) has a
-// cycle, by a depth-first search written apart from the graph's own check.
+// An edge's ends in the event graph (node 2t task t's start, 2t+1 its
+// end), from the edge kinds' documented semantics, written apart from the
+// graph's own helpers.
+std::pair<size_t, size_t> EventNodes(const Edge& e) {
+  const bool from_start = e.kind == EdgeKind::kBlockingLaunch || e.kind == EdgeKind::kLaunchQueue;
+  const bool to_end = e.kind == EdgeKind::kSync || e.kind == EdgeKind::kLaunchQueue;
+  return {2 * static_cast<size_t>(e.from) + (from_start ? 0 : 1), 2 * static_cast<size_t>(e.to) + (to_end ? 1 : 0)};
+}
+
+// Whether the event graph has a cycle, by a depth-first search written
+// apart from the graph's own check.
 bool HasCycleByDepthFirst(const Graph& g) {
   const size_t nodes = 2 * g.tasks.size();
   std::vector<std::vector<size_t>> next(nodes);
   for (size_t t = 0; t < g.tasks.size(); ++t) next[2 * t].push_back(2 * t + 1);
   for (const Edge& e : g.edges) {
-    const bool from_start = e.kind == EdgeKind::kBlockingLaunch || e.kind == EdgeKind::kLaunchQueue;
-    const bool to_end = e.kind == EdgeKind::kSync || e.kind == EdgeKind::kLaunchQueue;
-    next[2 * static_cast<size_t>(e.from) + (from_start ? 0 : 1)].push_back(2 * static_cast<size_t>(e.to) +
-                                                                           (to_end ? 1 : 0));
+    const auto [tail, head] = EventNodes(e);
+    next[tail].push_back(head);
   }
   std::vector<int> state(nodes, 0);  // 0 unseen, 1 on the path, 2 done
   for (size_t root = 0; root < nodes; ++root) {
@@ -430,10 +437,7 @@ TEST_CASE("FindCycleTask agrees with a depth-first search on graphs with few, sh
     // order they span.
     std::vector<std::pair<size_t, size_t>> back;
     for (const Edge& e : f.g.edges) {
-      const bool from_start = e.kind == EdgeKind::kBlockingLaunch || e.kind == EdgeKind::kLaunchQueue;
-      const bool to_end = e.kind == EdgeKind::kSync || e.kind == EdgeKind::kLaunchQueue;
-      const size_t a = 2 * static_cast<size_t>(e.from) + (from_start ? 0 : 1);
-      const size_t b = 2 * static_cast<size_t>(e.to) + (to_end ? 1 : 0);
+      const auto [a, b] = EventNodes(e);
       if (a >= b) back.emplace_back(b, a);
     }
     std::sort(back.begin(), back.end());
