@@ -5,8 +5,10 @@ Runs the harness's DDP step (gloo, two processes, one thread each, the
 harness's models and batches) in ``--jobs`` separate jobs, as the accuracy
 run's data_parallel and tensor_fusion experiments do, and prints per job:
 the step times' median, mean and 10th/90th percentiles with a histogram, a
-4 kB all-reduce's times back to back (the calibration's probe) with theirs,
-after 2 ms of matmuls on both ranks, and ten issued at once, a 1 MB
+4 kB all-reduce's times back to back (the calibration's probe) with theirs
+and how much of that time each of rank 0's threads was on a CPU (gloo's TCP
+loop thread busy-polls while a message waits for its receive), after 2 ms
+of matmuls on both ranks, and ten issued at once, a 1 MB
 all-reduce's, what a 32 kB all-reduce costs rank 0's matmuls when rank 1
 issues it 0, 100 or 300 us later, and the CPU time each rank spent while
 the other slept 5 ms before every all-reduce (near the wall time if gloo's
@@ -43,7 +45,7 @@ import statistics
 import sys
 import time
 from pathlib import Path
-from typing import Any, Dict, List, Sequence
+from typing import Any, Dict, List, Sequence, Tuple
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
@@ -108,10 +110,12 @@ def rank_main(rank: int, port: int, a: argparse.Namespace, queue: Any) -> None:
         buf = torch.ones(1024)
         dist.barrier()
         all_reduce: List[float] = []
+        cpu0, wall0 = threads_cpu_ns(), time.perf_counter_ns()
         for _ in range(a.all_reduces):
             t0 = time.perf_counter()
             dist.all_reduce(buf)
             all_reduce.append((time.perf_counter() - t0) * 1e3)
+        threads_cpu = cpu_shares(cpu0, threads_cpu_ns(), time.perf_counter_ns() - wall0)
         # The same 4 kB all-reduce after 2 ms of matmuls on both ranks, ten
         # issued at once and waited for together, and a 1 MB one.
         mat = torch.randn(128, 128)
@@ -154,11 +158,37 @@ def rank_main(rank: int, port: int, a: argparse.Namespace, queue: Any) -> None:
         # ("terminate called without an active exception").
         dist.barrier()
         if rank == 0:
-            queue.put({"steps": steps, "all_reduce": all_reduce, "after_compute": after_compute,
+            queue.put({"steps": steps, "all_reduce": all_reduce, "threads_cpu": threads_cpu,
+                       "after_compute": after_compute,
                        "ten_at_once": ten_at_once, "one_mb": one_mb, "wait_wall_s": wall, "wait_cpu_s": cpu,
                        "skew_loss_us": skew_loss_us})
     finally:
         dist.destroy_process_group()
+
+
+def threads_cpu_ns() -> Dict[int, Tuple[str, int]]:
+    """Each thread of this process: its name and its time on a CPU so far,
+    in ns (Linux schedstat)."""
+    out: Dict[int, Tuple[str, int]] = {}
+    for task in Path("/proc/self/task").iterdir():
+        try:
+            name = (task / "comm").read_text().strip()
+            out[int(task.name)] = (name, int((task / "schedstat").read_text().split()[0]))
+        except (OSError, ValueError, IndexError):  # a thread that ended, or no schedstat
+            continue
+    return out
+
+
+def cpu_shares(before: Dict[int, Tuple[str, int]], after: Dict[int, Tuple[str, int]],
+               wall_ns: int) -> Dict[str, float]:
+    """CPU time per thread name between two :func:`threads_cpu_ns`, as a
+    share of ``wall_ns``: near 1 for a thread that ran the whole time
+    (gloo's TCP loop thread when it busy-polls its socket), near 0 for one
+    that slept."""
+    shares: Dict[str, float] = {}
+    for tid, (name, ns) in after.items():
+        shares[name] = shares.get(name, 0.0) + (ns - before.get(tid, (name, 0))[1]) / max(wall_ns, 1)
+    return dict(sorted(shares.items(), key=lambda kv: -kv[1]))
 
 
 SKEWS_US = (0, 100, 300)
@@ -460,6 +490,8 @@ def main() -> int:
         print(f"  step histogram (ms): {histogram(r['steps'], STEP_EDGES_MS)}")
         print(f"  4 kB all-reduce: {describe(r['all_reduce'])}")
         print(f"  all-reduce histogram (ms): {histogram(r['all_reduce'], ALL_REDUCE_EDGES_MS)}")
+        print("  rank 0's threads on a CPU during them, share of the wall time: " + ", ".join(
+            f"{name} {share:.2f}" for name, share in r["threads_cpu"].items() if share >= 0.005))
         print(f"  4 kB all-reduce after 2 ms of matmuls: {describe(r['after_compute'])}")
         print(f"  ten 4 kB all-reduces issued at once: {describe(r['ten_at_once'])}")
         print(f"  1 MB all-reduce: {describe(r['one_mb'])}")

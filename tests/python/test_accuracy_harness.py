@@ -49,6 +49,51 @@ def test_ddp_noise_histogram_puts_each_time_in_its_bin_and_skips_empty_ones():
     assert noise.histogram([], (1, 2)) == ""
 
 
+def test_ddp_noise_cpu_shares_sum_each_names_threads_over_the_wall_time():
+    noise = load_script("ddp_noise.py")
+    before = {1: ("python", 1_000), 2: ("gloo_tcp_loop", 0), 3: ("pt_gloo_runloop", 500)}
+    # Thread 4 started between the readings; thread 3 ended (absent after).
+    after = {1: ("python", 2_000), 2: ("gloo_tcp_loop", 6_000), 4: ("pt_gloo_runloop", 2_000)}
+    shares = noise.cpu_shares(before, after, 10_000)
+    assert shares == {"gloo_tcp_loop": 0.6, "pt_gloo_runloop": 0.2, "python": 0.1}
+    assert list(shares) == ["gloo_tcp_loop", "pt_gloo_runloop", "python"]  # largest first
+    assert noise.cpu_shares(after, after, 0) == {"python": 0.0, "gloo_tcp_loop": 0.0, "pt_gloo_runloop": 0.0}
+
+
+def test_ddp_noise_threads_cpu_reads_this_process_threads_on_cpu_time():
+    import threading
+    import time
+
+    noise = load_script("ddp_noise.py")
+    if not Path("/proc/self/task").is_dir():
+        pytest.skip("no /proc/self/task here")
+    stop = threading.Event()
+
+    def spin():
+        while not stop.is_set():
+            pass
+
+    worker = threading.Thread(target=spin)
+    before = noise.threads_cpu_ns()
+    t0 = time.perf_counter_ns()
+    worker.start()
+    try:
+        time.sleep(0.2)
+        after = noise.threads_cpu_ns()  # while the spinner still runs: an ended thread leaves /proc
+        wall = time.perf_counter_ns() - t0
+    finally:
+        stop.set()
+        worker.join()
+    if not after:
+        pytest.skip("no schedstat here")
+    new = [tid for tid in after if tid not in before]
+    assert len(new) == 1  # the spinner, and no thread counted twice
+    spun = after[new[0]][1]
+    assert spun > 0.25 * wall  # it spun for most of the 0.2 s (a loaded 2-core machine gives it less)
+    assert all(name for name, _ in after.values())
+    assert noise.cpu_shares(before, after, wall)[after[new[0]][0]] > 0.25
+
+
 def test_job_spread_reads_the_same_ddp_step_measured_by_separate_jobs():
     run = load_run()
 
