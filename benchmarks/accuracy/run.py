@@ -928,7 +928,9 @@ def table(rows: List[Dict[str, Any]], meta: Dict[str, Any]) -> str:
                 ddp_cpu = f"DDP's CPU work {synthetic}"
             extra.append(f"- {r['experiment']} on {r['model']}: gloo all-reduce calibrated in the same job to "
                          f"{net['latency_us']:.0f} us per step and {net['bandwidth_gbps']:.2f} GB/s (ring model), "
-                         f"comm_cpu_share {net.get('comm_cpu_share', 0.0):.2f}, {ddp_cpu}, "
+                         + (f"{net['stalled_share']:.0%} of its all-reduces stalled, "
+                            if "stalled_share" in net else "")
+                         + f"comm_cpu_share {net.get('comm_cpu_share', 0.0):.2f}, {ddp_cpu}, "
                          + ("gap_latency (us after us of compute, from blocking all-reduces after matmuls) "
                             if r["experiment"].startswith("tensor_fusion") else
                             "gap_latency (us after a step of us, from DDP steps of a Linear stack) ")

@@ -1165,6 +1165,30 @@ class NetworkCalibration:
     #: of compute, as tensor_fusion's ``bucket_cpu_latency`` ("GAP_US:US;...";
     #: measured on gloo, see measure_ddp_queued_latency).
     bucket_cpu_latency: str = ""
+    #: The share of the fit's all-reduces that stalled (:func:`stalled_share`):
+    #: on gloo with no core to spare, a scheduler tick each.
+    stalled_share: float = 0.0
+
+    def caveats(self) -> List[str]:
+        """What makes predictions from this calibration less sure than the
+        passes' models: on gloo, all-reduces that stalled for a scheduler
+        tick (gloo's TCP loop thread busy-polls a socket whose message has
+        no receive posted yet, pytorch/gloo#246; with no core to spare, the
+        thread that would post it waits for the tick). Where they did, a
+        prediction that changes how many all-reduces a step issues
+        (``tensor_fusion``, ``data_parallel``) can be off by more than its
+        model: docs/accuracy.md measured 20-150% on such a host, 10% where
+        gloo's threads ran at real-time priority."""
+        if self.backend != "gloo" or self.stalled_share < STALLED_SHARE_CAVEAT:
+            return []
+        small = min(self.samples, key=lambda s: s["bytes"]) if self.samples else None
+        times = (f" ({small['bytes'] / 1024:.0f} kB: median {small['median_ms']:.3f} ms, mean "
+                 f"{small['mean_ms']:.3f} ms)") if small else ""
+        return [f"{self.stalled_share:.0%} of the calibration's all-reduces stalled{times}: gloo's TCP loop "
+                "thread busy-polls while a message waits for its receive (pytorch/gloo#246), and with no core to "
+                "spare the thread that would post it waits for a scheduler tick. Predictions that change how many "
+                "all-reduces a step issues are less sure here than the passes' models; a core free per rank, or "
+                "gloo's threads at real-time priority, removes the stalls"]
 
     def options(self, for_pass: str = "data_parallel") -> Dict[str, Any]:
         """The options this calibration sets for ``for_pass``
@@ -1235,9 +1259,30 @@ def fit_all_reduce(dist: Any, torch: Any, world_size: int, max_bytes: int = 4 <<
     return {
         "latency_us": latency_us,
         "bandwidth_gbps": bandwidth_gbps,
+        "stalled_share": stalled_share(list(times.values())),
         "samples": [{"bytes": n, "mean_ms": t * 1e3, "median_ms": statistics.median(times[n]) * 1e3}
                     for n, t in samples],
     }
+
+
+#: A calibration whose all-reduces stalled this often says so (NetworkCalibration.caveats).
+STALLED_SHARE_CAVEAT = 0.05
+
+
+def stalled_share(times_by_size: Sequence[Sequence[float]], min_stall_s: float = 1e-3) -> float:
+    """The share of all-reduce times (seconds, one list per message size)
+    that stalled: longer than their size's median by at least
+    ``min_stall_s`` and by at least the median itself. A stall on a busy
+    host is a scheduler tick (1-10 ms), where a size's spread without one
+    is tens of microseconds."""
+    stalled = total = 0
+    for times in times_by_size:
+        if not times:
+            continue
+        median = statistics.median(times)
+        stalled += sum(1 for t in times if t - median >= max(min_stall_s, median))
+        total += len(times)
+    return stalled / total if total else 0.0
 
 
 def ring_fit(samples: Sequence[Tuple[int, float]], world_size: int) -> Tuple[float, float]:
@@ -1832,7 +1877,8 @@ def measure_network(dist: Any, torch: Any, max_bytes: int = 4 << 20, repeats: in
     world = dist.get_world_size()
     backend = str(dist.get_backend())
     fit = fit_all_reduce(dist, torch, world, max_bytes, repeats)
-    net = NetworkCalibration(backend, world, fit["latency_us"], fit["bandwidth_gbps"], fit["samples"])
+    net = NetworkCalibration(backend, world, fit["latency_us"], fit["bandwidth_gbps"], fit["samples"],
+                             stalled_share=fit["stalled_share"])
     if backend == "gloo":
         net.overlap = measure_comm_cpu_share(dist, torch, world, net.latency_us, net.bandwidth_gbps)
         net.comm_cpu_share = net.overlap["comm_cpu_share"]
@@ -1903,7 +1949,10 @@ def calibrate_network(world_size: int = 2, max_mb: float = 4, repeats: int = 20,
         raise DaydreamError("calibrate_network: this PyTorch has no torch.distributed")
     max_bytes = int(max_mb * (1 << 20))
     if dist.is_initialized():
-        return measure_network(dist, torch, max_bytes, repeats)
+        net = measure_network(dist, torch, max_bytes, repeats)
+        if dist.get_rank() == 0:
+            _warn_caveats(net)
+        return net
     import torch.multiprocessing as mp  # noqa: PLC0415
 
     ctx = mp.get_context("spawn")
@@ -1934,7 +1983,13 @@ def calibrate_network(world_size: int = 2, max_mb: float = 4, repeats: int = 20,
                 p.kill()
     if result[0] != "ok":
         raise DaydreamError(f"calibrate_network: gloo between {world_size} local processes failed: {result[1]}")
+    _warn_caveats(result[1])
     return result[1]
+
+
+def _warn_caveats(net: NetworkCalibration) -> None:
+    for caveat in net.caveats():
+        _log.warning("calibrate_network: %s", caveat)
 
 
 # --- the profiler's own cost (daydream.Profiler removes it from its graphs) -----------------------

@@ -56,6 +56,9 @@ def test_calibrate_network_measures_gloo_between_local_processes() -> None:
         assert gap in kept and kept[gap]["gap_us"] > 0
     assert net.options("tensor_fusion")["bucket_cpu_latency"] == net.bucket_cpu_latency
     assert "bucket_cpu_latency" not in net.options()
+    # How many of the fit's all-reduces stalled: a share, and said where high.
+    assert 0 <= net.stalled_share <= 1
+    assert bool(net.caveats()) == (net.stalled_share >= calibrate.STALLED_SHARE_CAVEAT)
     # Its options feed the communication passes.
     # gap_latency from DDP steps holds the wait for the slowest rank: straggler_us is 0.
     # And what DDP's broadcast of a module's buffer adds to those steps, at
@@ -189,6 +192,30 @@ def test_the_wait_for_the_slowest_rank_is_the_expected_maximum_less_the_mean() -
     assert calibrate.expected_wait_for_slowest_ms([1.0, 3.0], 1) == 0.0
     assert calibrate.expected_wait_for_slowest_ms([2.0] * 5, 8) == pytest.approx(0.0)
     assert calibrate.expected_wait_for_slowest_ms([], 2) == 0.0
+
+
+def test_stalled_share_counts_times_a_tick_past_their_sizes_median() -> None:
+    us, ms = 1e-6, 1e-3
+    # 4 kB: most near 0.3 ms, two a 4 ms tick later; 1 MB: 3 ms, one 4 ms later.
+    small = [300 * us] * 8 + [4.3 * ms, 4.2 * ms]
+    large = [3 * ms] * 9 + [7.2 * ms]
+    assert calibrate.stalled_share([small, large]) == pytest.approx(3 / 20)
+    # A spread of tens of microseconds is no stall, nor is 0.9 ms past a
+    # 0.3 ms median (under the 1 ms floor), nor 2.9 ms past a 3 ms one
+    # (under the median itself).
+    assert calibrate.stalled_share([[300 * us, 340 * us, 1.2 * ms], [3 * ms, 3 * ms, 5.9 * ms]]) == 0.0
+    assert calibrate.stalled_share([[300 * us, 300 * us, 1.31 * ms]]) == pytest.approx(1 / 3)
+    assert calibrate.stalled_share([[], []]) == 0.0
+
+
+def test_caveats_name_stalled_all_reduces_on_gloo_only() -> None:
+    samples = [{"bytes": 4096, "mean_ms": 1.45, "median_ms": 0.28}, {"bytes": 1 << 20, "mean_ms": 2.0, "median_ms": 1.0}]
+    net = calibrate.NetworkCalibration("gloo", 2, 700.0, 1.4, samples, stalled_share=0.3)
+    (caveat,) = net.caveats()
+    assert caveat.startswith("30% of the calibration's all-reduces stalled (4 kB: median 0.280 ms, mean 1.450 ms)")
+    assert "pytorch/gloo#246" in caveat and "real-time priority" in caveat
+    assert calibrate.NetworkCalibration("gloo", 2, 70.0, 5.0, samples, stalled_share=0.01).caveats() == []
+    assert calibrate.NetworkCalibration("nccl", 2, 10.0, 100.0, samples, stalled_share=0.3).caveats() == []
 
 
 def test_options_leave_the_straggler_to_predict_without_gaps_measured_on_ddp_steps() -> None:
