@@ -75,11 +75,16 @@ def _text(value: Any) -> str:
     return str(value)
 
 
+def _pass_options() -> Dict[str, set]:
+    """Each pass's name and the names of the options it takes."""
+    return {p["name"]: {o["name"] for o in p["options"]} for p in passes()}
+
+
 def _requests(opt: OptSpec, options: Dict[str, Any]) -> List[Tuple[str, Dict[str, str]]]:
     specs = [opt] if isinstance(opt, str) else list(opt)
     if not specs:
         raise DaydreamError("predict: no optimization given (opt=...); see daydream.passes()")
-    known = {p["name"]: {o["name"] for o in p["options"]} for p in passes()}
+    known = _pass_options()
     requests = []
     for spec in specs:
         name, given = parse_opt(spec)
@@ -88,6 +93,9 @@ def _requests(opt: OptSpec, options: Dict[str, Any]) -> List[Tuple[str, Dict[str
         requests.append((name, given))
     # Keyword options go to every requested pass that takes them.
     for key, value in options.items():
+        if key == "network" and _is_calibration(value):
+            _apply_calibration(requests, known, value)
+            continue
         takers = [name for name, _ in requests if key in known[name]]
         if not takers:
             offered = "; ".join(f"{n}: {', '.join(sorted(known[n])) or 'none'}" for n, _ in requests)
@@ -96,6 +104,39 @@ def _requests(opt: OptSpec, options: Dict[str, Any]) -> List[Tuple[str, Dict[str
             if name in takers:
                 given.setdefault(key, _text(value))
     return requests
+
+
+def _is_calibration(value: Any) -> bool:
+    """A :class:`daydream.NetworkCalibration` (from ``calibrate_network()``)
+    given as ``network=``."""
+    return callable(getattr(value, "options", None)) and callable(getattr(value, "caveats", None))
+
+
+def _apply_calibration(requests: List[Tuple[str, Dict[str, str]]], known: Dict[str, set], net: Any) -> None:
+    """``network=calibrate_network()``: each requested pass that takes a
+    network gets the options the calibration sets for it (``net.options``:
+    tensor_fusion's own, data_parallel's for the others), those the pass
+    takes, under what the request gave itself."""
+    takers = [name for name, _ in requests if "network" in known[name]]
+    if not takers:
+        raise DaydreamError("network=: no requested optimization takes a network (those that do: "
+                            + ", ".join(n for n, o in known.items() if "network" in o) + ")")
+    for name, given in requests:
+        if name not in takers:
+            continue
+        for key, value in net.options("tensor_fusion" if name == "tensor_fusion" else "data_parallel").items():
+            if key in known[name]:
+                given.setdefault(key, _text(value))
+
+
+def _calibration_notes(requests: List[Tuple[str, Dict[str, str]]], options: Dict[str, Any]) -> List[str]:
+    """What a calibration given as ``network=`` says of itself
+    (``caveats()``), for each requested pass that took it."""
+    net = options.get("network")
+    if not _is_calibration(net):
+        return []
+    known = _pass_options()
+    return [f"{name}: {caveat}" for name, _ in requests if "network" in known[name] for caveat in net.caveats()]
 
 
 def _is_module(obj: Any) -> bool:
@@ -640,6 +681,11 @@ def predict(
     For a model (an ``nn.Module``, or a Profiler given ``model=``),
     ``data_parallel`` gets ``buffer_bytes`` from its buffers, which DDP
     broadcasts before every forward.
+    ``network=`` takes a preset's name (``"ib100"``) or what
+    :func:`daydream.calibrate_network` measured: each requested pass that
+    takes a network then gets the options the calibration sets for it
+    (``NetworkCalibration.options``) where the request does not give them,
+    and the prediction's notes carry the calibration's ``caveats()``.
 
     Example::
 
@@ -660,6 +706,7 @@ def _predict_recorded(subject: Any, recorded: Any, opt: OptSpec, options: Dict[s
     model = subject if _is_module(subject) else getattr(recorded, "model", None)
     capture = [recorded.speed_drift(), recorded.tries_note()] if hasattr(recorded, "speed_drift") else []
     calibration_notes = [n for n in capture if n] + _overhead_notes(graph, getattr(recorded, "overhead", None))
+    calibration_notes += _calibration_notes(requests, options)
     calibration_notes += _calibrate(
         graph, requests, model, getattr(recorded, "optimizer", None), getattr(recorded, "model_input_values", None),
         getattr(recorded, "plain_step_times_ms", ()), memo)

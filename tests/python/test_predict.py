@@ -86,6 +86,33 @@ def test_keyword_options_go_to_the_passes_that_take_them(graph: daydream.Graph) 
     assert "pcie" in by_kwargs.notes[0]
 
 
+def test_a_network_calibration_gives_each_communication_pass_its_options_and_caveats(graph: daydream.Graph) -> None:
+    from daydream import calibrate
+
+    samples = [{"bytes": 4096, "mean_ms": 1.45, "median_ms": 0.28}]
+    net = calibrate.NetworkCalibration("gloo", 2, 700.0, 1.4, samples,
+                                       gaps={"gap_latency": "500:40.0"}, gap_latency="2000:300.0",
+                                       stalled_share=0.3)
+    calibrated = daydream.predict(graph, opt=["data_parallel:world_size=8", "scale"], network=net)
+    by_hand = daydream.predict(graph, opt=["data_parallel:world_size=8", "scale"], **net.options())
+    assert calibrated.predicted_ms == by_hand.predicted_ms
+    assert calibrated.opts == by_hand.opts and "latency_us=700.0" in calibrated.opts[0]
+    assert "latency_us" not in calibrated.opts[1]  # scale takes no network
+    (caveat,) = [n for n in calibrated.notes if "stalled" in n]
+    assert caveat.startswith("data_parallel: 30% of the calibration's all-reduces stalled")
+    # tensor_fusion gets its own options (the blocking all-reduces' gap_latency);
+    # what the request gives itself stays.
+    fused = daydream.predict(graph, opt="tensor_fusion:world_size=8,latency_us=5", network=net)
+    assert "gap_latency=500:40.0" in fused.opts[0] and "latency_us=5" in fused.opts[0]
+    assert "latency_us=700" not in fused.opts[0]
+    # A calibration without stalls adds no caveat.
+    net.stalled_share = 0.0
+    assert not [n for n in daydream.predict(graph, opt="data_parallel:world_size=8", network=net).notes
+                if "stalled" in n]
+    with pytest.raises(daydream.DaydreamError, match="network=: no requested optimization takes a network"):
+        daydream.predict(graph, opt="scale", network=net)
+
+
 def test_an_option_no_requested_pass_takes_is_an_error(graph: daydream.Graph) -> None:
     with pytest.raises(daydream.DaydreamError, match="no requested optimization takes option 'bucket_mb'"):
         daydream.predict(graph, opt="scale", bucket_mb=25)
