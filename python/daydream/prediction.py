@@ -75,26 +75,22 @@ def _text(value: Any) -> str:
     return str(value)
 
 
-def _pass_options() -> Dict[str, set]:
-    """Each pass's name and the names of the options it takes."""
-    return {p["name"]: {o["name"] for o in p["options"]} for p in passes()}
-
-
 def _requests(opt: OptSpec, options: Dict[str, Any]) -> List[Tuple[str, Dict[str, str]]]:
     specs = [opt] if isinstance(opt, str) else list(opt)
     if not specs:
         raise DaydreamError("predict: no optimization given (opt=...); see daydream.passes()")
-    known = _pass_options()
+    known = {p["name"]: {o["name"] for o in p["options"]} for p in passes()}
     requests = []
     for spec in specs:
         name, given = parse_opt(spec)
         if name not in known:
             raise DaydreamError(f"unknown optimization '{name}' (known: {', '.join(known)})")
         requests.append((name, given))
-    # Keyword options go to every requested pass that takes them.
+    # Keyword options go to every requested pass that takes them; a network
+    # calibration's options after them, under what a request gave.
+    net = _network_calibration(options)
     for key, value in options.items():
-        if key == "network" and _is_calibration(value):
-            _apply_calibration(requests, known, value)
+        if net is not None and key == "network":
             continue
         takers = [name for name, _ in requests if key in known[name]]
         if not takers:
@@ -103,40 +99,65 @@ def _requests(opt: OptSpec, options: Dict[str, Any]) -> List[Tuple[str, Dict[str
         for name, given in requests:
             if name in takers:
                 given.setdefault(key, _text(value))
+    if net is not None:
+        _apply_calibration(requests, known, net)
     return requests
 
 
-def _is_calibration(value: Any) -> bool:
+# The passes a NetworkCalibration sets options for (NetworkCalibration.options).
+_CALIBRATED_PASSES = ("data_parallel", "tensor_fusion")
+# What data_parallel measures on a known model (_ddp_cpu_on_model), where a
+# calibration's Linear stacks give only a stand-in.
+_DDP_CPU_OPTIONS = ("ddp_cpu_us", "ddp_cpu_per_gradient_us")
+
+
+def _network_calibration(options: Dict[str, Any]) -> Any:
     """A :class:`daydream.NetworkCalibration` (from ``calibrate_network()``)
-    given as ``network=``."""
-    return callable(getattr(value, "options", None)) and callable(getattr(value, "caveats", None))
+    given as ``network=``, else None."""
+    net = options.get("network")
+    return net if callable(getattr(net, "options", None)) and callable(getattr(net, "caveats", None)) else None
+
+
+def _takes_calibration(name: str, given: Dict[str, str]) -> bool:
+    """Whether request ``name`` takes a calibration given as ``network=``:
+    a pass the calibration sets options for, that names no network itself."""
+    return name in _CALIBRATED_PASSES and "network" not in given
 
 
 def _apply_calibration(requests: List[Tuple[str, Dict[str, str]]], known: Dict[str, set], net: Any) -> None:
-    """``network=calibrate_network()``: each requested pass that takes a
-    network gets the options the calibration sets for it (``net.options``:
-    tensor_fusion's own, data_parallel's for the others), those the pass
-    takes, under what the request gave itself."""
-    takers = [name for name, _ in requests if "network" in known[name]]
+    """``network=calibrate_network()``: each request that takes it
+    (:func:`_takes_calibration`) gets the options the calibration sets for
+    its pass (``net.options``), under what the request gave; data_parallel's
+    DDP CPU work only where it is not measured on the model
+    (:func:`_calibrate_request`)."""
+    takers = [(name, given) for name, given in requests if _takes_calibration(name, given)]
     if not takers:
-        raise DaydreamError("network=: no requested optimization takes a network (those that do: "
-                            + ", ".join(n for n, o in known.items() if "network" in o) + ")")
-    for name, given in requests:
-        if name not in takers:
-            continue
-        for key, value in net.options("tensor_fusion" if name == "tensor_fusion" else "data_parallel").items():
-            if key in known[name]:
+        raise DaydreamError("network=: a NetworkCalibration sets the options of " + " and ".join(_CALIBRATED_PASSES)
+                            + ", and no such request is without a network of its own")
+    for name, given in takers:
+        for key, value in net.options(name).items():
+            if key in known[name] and not (name == "data_parallel" and key in _DDP_CPU_OPTIONS):
                 given.setdefault(key, _text(value))
 
 
 def _calibration_notes(requests: List[Tuple[str, Dict[str, str]]], options: Dict[str, Any]) -> List[str]:
     """What a calibration given as ``network=`` says of itself
-    (``caveats()``), for each requested pass that took it."""
-    net = options.get("network")
-    if not _is_calibration(net):
+    (``caveats()``), once for the requests that took it, and where a request
+    is for another number of ranks than it measured."""
+    net = _network_calibration(options)
+    if net is None:
         return []
-    known = _pass_options()
-    return [f"{name}: {caveat}" for name, _ in requests if "network" in known[name] for caveat in net.caveats()]
+    takers = [(name, given) for name, given in requests if _takes_calibration(name, given)]
+    notes = [f"{' and '.join(name for name, _ in takers)}: {caveat}" for caveat in net.caveats()]
+    for name, given in takers:
+        try:
+            ranks = int(float(given.get("world_size", net.world_size)))
+        except ValueError:
+            continue  # the pass names the bad value
+        if ranks != net.world_size:
+            notes.append(f"{name}: the network was calibrated with {net.world_size} ranks and is taken as it is for "
+                         f"{ranks}: its latencies and the waits its gap_latency holds were not measured at {ranks}")
+    return notes
 
 
 def _is_module(obj: Any) -> bool:
@@ -382,19 +403,22 @@ def _buffer_broadcast(model: Any, given: Dict[str, str]) -> Optional[str]:
             "(broadcast_buffers=True; pass buffer_bytes=0 for broadcast_buffers=False)")
 
 
-def _ddp_cpu_on_model(model: Any, inputs: Any, given: Dict[str, str]) -> str:
+def _ddp_cpu_on_model(model: Any, inputs: Any, given: Dict[str, str], network: Any = None) -> str:
     """data_parallel of a known model on a CPU-only graph: DDP's own CPU work
     on it, measured (a one-process DDP copy, its all-reduce left to the
     ring model, against a plain one): its
     forward's extra as ``ddp_cpu_us``, its backward's spread over the
     gradients as ``ddp_cpu_per_gradient_us`` (pass ``ddp_cpu_us=0`` to
-    leave it out). When it cannot be measured both stay 0, the pass's
-    default, and the note says why."""
+    leave it out). When it cannot be measured, ``network``'s (a
+    calibration given as ``network=``) stand in, else both stay 0, the
+    pass's default; the note says why."""
     from . import calibrate  # noqa: PLC0415 - needs torch
 
     try:
         times = calibrate.ddp_cpu_phase_times(model, inputs)
     except DaydreamError as e:
+        if network is not None:
+            return _ddp_cpu_from_calibration(network, given, f"not measured on the model ({e})")
         return (f"data_parallel: DDP's own CPU work not measured on the model ({e}); ddp_cpu_us and "
                 "ddp_cpu_per_gradient_us stay 0 (the pass's default)")
     gradients = sum(1 for p in model.parameters() if p.requires_grad)
@@ -407,6 +431,18 @@ def _ddp_cpu_on_model(model: Any, inputs: Any, given: Dict[str, str]) -> str:
             f"the network model, against a plain copy): "
             f"+{forward:.3f} ms in the forward (ddp_cpu_us), +{backward:.3f} ms in the backward over its "
             f"{gradients} gradients (ddp_cpu_per_gradient_us) (daydream.calibrate.ddp_cpu_phase_times)")
+
+
+def _ddp_cpu_from_calibration(network: Any, given: Dict[str, str], why: str = "") -> str:
+    """data_parallel with a calibration given as ``network=`` and no model
+    to measure DDP's own CPU work on: the calibration's, from its Linear
+    stacks."""
+    options = network.options("data_parallel")
+    for key in _DDP_CPU_OPTIONS:
+        given[key] = _text(options[key])
+    return (f"data_parallel: DDP's own CPU work {why + '; ' if why else ''}from the network calibration's Linear "
+            f"stacks: {float(given['ddp_cpu_us']):.1f} us + {float(given['ddp_cpu_per_gradient_us']):.2f} us per "
+            "gradient (ddp_cpu_us, ddp_cpu_per_gradient_us; measured on the model where it is known)")
 
 
 def _pass_default(name: str, option: str) -> str:
@@ -564,7 +600,7 @@ def _cpu_only(graph: Graph) -> bool:
 
 def _calibrate(graph: Graph, requests: List[Tuple[str, Dict[str, str]]], model: Any = None,
                optimizer: Any = None, inputs: Any = None, step_times_ms: Sequence[float] = (),
-               memo: Optional[Dict[Any, Tuple[Dict[str, str], List[str]]]] = None) -> List[str]:
+               memo: Optional[Dict[Any, Tuple[Dict[str, str], List[str]]]] = None, network: Any = None) -> List[str]:
     """Fills in what must be measured on this machine or read from the model:
     amp on a CPU-only graph gets the CPU's measured bf16/fp32 factors,
     batch_size a CPU op's fixed cost, fused_optimizer the fused/unfused step
@@ -575,7 +611,9 @@ def _calibrate(graph: Graph, requests: List[Tuple[str, Dict[str, str]]], model: 
     the other ranks;
     data_parallel and tensor_fusion of a step timed by a Profiler the wait
     for the slowest rank. ``inputs``: the model's recorded input tensors
-    (``Profiler.model_input_values``)."""
+    (``Profiler.model_input_values``); ``network``: a calibration given as
+    ``network=``, whose DDP CPU work stands in where none is measured on the
+    model."""
     notes: List[str] = []
     shapes = [(tuple(a.shape), a.dtype) for a in inputs] if inputs else None
     cpu_only = _cpu_only(graph)
@@ -590,7 +628,8 @@ def _calibrate(graph: Graph, requests: List[Tuple[str, Dict[str, str]]], model: 
             notes += said
             continue
         before = dict(given)
-        said = _calibrate_request(graph, name, given, cpu_only, model, optimizer, inputs, shapes, step_times_ms)
+        said = _calibrate_request(graph, name, given, cpu_only, model, optimizer, inputs, shapes, step_times_ms,
+                                  network if _takes_calibration(name, given) else None)
         if memo is not None:
             memo[key] = ({k: v for k, v in given.items() if before.get(k) != v}, said)
         notes += said
@@ -598,7 +637,8 @@ def _calibrate(graph: Graph, requests: List[Tuple[str, Dict[str, str]]], model: 
 
 
 def _calibrate_request(graph: Graph, name: str, given: Dict[str, str], cpu_only: bool, model: Any,
-                       optimizer: Any, inputs: Any, shapes: Any, step_times_ms: Sequence[float]) -> List[str]:
+                       optimizer: Any, inputs: Any, shapes: Any, step_times_ms: Sequence[float],
+                       network: Any = None) -> List[str]:
     """_calibrate for one requested pass: fills ``given``, returns the notes."""
     notes: List[str] = []
     if name == "amp" and cpu_only and "cpu_gemm_factor" not in given and "cpu_op_factors" not in given:
@@ -617,9 +657,11 @@ def _calibrate_request(graph: Graph, name: str, given: Dict[str, str], cpu_only:
         note = _buffer_broadcast(model, given)
         if note:
             notes.append(note)
-    if (name == "data_parallel" and cpu_only and model is not None and inputs
-            and not {"ddp_cpu_us", "ddp_cpu_per_gradient_us"} & set(given)):
-        notes.append(_ddp_cpu_on_model(model, inputs, given))
+    if name == "data_parallel" and not set(_DDP_CPU_OPTIONS) & set(given):
+        if cpu_only and model is not None and inputs:
+            notes.append(_ddp_cpu_on_model(model, inputs, given, network))
+        elif network is not None:
+            notes.append(_ddp_cpu_from_calibration(network, given))
     if name == "data_parallel" and cpu_only and model is not None and inputs and "cpu_factor" not in given:
         note = _corun_on_model(model, inputs, given)
         if note:
@@ -682,10 +724,12 @@ def predict(
     ``data_parallel`` gets ``buffer_bytes`` from its buffers, which DDP
     broadcasts before every forward.
     ``network=`` takes a preset's name (``"ib100"``) or what
-    :func:`daydream.calibrate_network` measured: each requested pass that
-    takes a network then gets the options the calibration sets for it
-    (``NetworkCalibration.options``) where the request does not give them,
-    and the prediction's notes carry the calibration's ``caveats()``.
+    :func:`daydream.calibrate_network` measured: each ``data_parallel`` and
+    ``tensor_fusion`` request that names no network of its own then gets
+    the options the calibration sets for it (``NetworkCalibration.options``)
+    where the request does not give them (data_parallel's DDP CPU work only
+    where it is not measured on the model), and the prediction's notes
+    carry the calibration's ``caveats()``.
 
     Example::
 
@@ -709,7 +753,7 @@ def _predict_recorded(subject: Any, recorded: Any, opt: OptSpec, options: Dict[s
     calibration_notes += _calibration_notes(requests, options)
     calibration_notes += _calibrate(
         graph, requests, model, getattr(recorded, "optimizer", None), getattr(recorded, "model_input_values", None),
-        getattr(recorded, "plain_step_times_ms", ()), memo)
+        getattr(recorded, "plain_step_times_ms", ()), memo, _network_calibration(options))
     calibration_notes += _recorded_cpu_waits(graph, requests, getattr(recorded, "recorded_cpu_wait_ms", None))
     baseline = api._baseline_replays.get(graph)
     result = _core.predict(graph, requests, baseline, scratch)

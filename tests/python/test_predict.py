@@ -86,31 +86,98 @@ def test_keyword_options_go_to_the_passes_that_take_them(graph: daydream.Graph) 
     assert "pcie" in by_kwargs.notes[0]
 
 
-def test_a_network_calibration_gives_each_communication_pass_its_options_and_caveats(graph: daydream.Graph) -> None:
+@pytest.fixture(scope="module")
+def cpu_graph() -> daydream.Graph:
+    """An MLP's training step recorded on a CPU (its gradients in the trace)."""
+    path = Path(__file__).resolve().parents[1] / "data" / "passes" / "cpu_adam_mlp.pt.trace.json.gz"
+    return daydream.build_graph(daydream.load_trace(str(path)))
+
+
+def _calibration(**fields):
     from daydream import calibrate
 
     samples = [{"bytes": 4096, "mean_ms": 1.45, "median_ms": 0.28}]
-    net = calibrate.NetworkCalibration("gloo", 2, 700.0, 1.4, samples,
-                                       gaps={"gap_latency": "500:40.0"}, gap_latency="2000:300.0",
-                                       stalled_share=0.3)
-    calibrated = daydream.predict(graph, opt=["data_parallel:world_size=8", "scale"], network=net)
-    by_hand = daydream.predict(graph, opt=["data_parallel:world_size=8", "scale"], **net.options())
+    return calibrate.NetworkCalibration("gloo", 2, 700.0, 1.4, samples, gaps={"gap_latency": "500:40.0"},
+                                        gap_latency="2000:300.0", ddp_cpu_us=26.0, ddp_cpu_per_gradient_us=1.5,
+                                        **fields)
+
+
+def test_a_network_calibration_gives_each_communication_pass_its_options_and_caveats(
+        cpu_graph: daydream.Graph) -> None:
+    graph = cpu_graph
+    net = _calibration(stalled_share=0.3)
+    calibrated = daydream.predict(graph, opt=["data_parallel:world_size=2", "scale"], network=net)
+    by_hand = daydream.predict(graph, opt=["data_parallel:world_size=2", "scale"], **net.options())
     assert calibrated.predicted_ms == by_hand.predicted_ms
-    assert calibrated.opts == by_hand.opts and "latency_us=700.0" in calibrated.opts[0]
-    assert "latency_us" not in calibrated.opts[1]  # scale takes no network
+    assert "latency_us=700.0" in calibrated.opts[0] and "latency_us" not in calibrated.opts[1]
+    # No model to measure DDP's CPU work on: the calibration's Linear stacks' stand in, and say so.
+    assert "ddp_cpu_us=26.0" in calibrated.opts[0] and "ddp_cpu_per_gradient_us=1.5" in calibrated.opts[0]
+    assert any("from the network calibration's Linear stacks" in n for n in calibrated.notes)
     (caveat,) = [n for n in calibrated.notes if "stalled" in n]
     assert caveat.startswith("data_parallel: 30% of the calibration's all-reduces stalled")
-    # tensor_fusion gets its own options (the blocking all-reduces' gap_latency);
-    # what the request gives itself stays.
-    fused = daydream.predict(graph, opt="tensor_fusion:world_size=8,latency_us=5", network=net)
-    assert "gap_latency=500:40.0" in fused.opts[0] and "latency_us=5" in fused.opts[0]
-    assert "latency_us=700" not in fused.opts[0]
+    assert not [n for n in calibrated.notes if "calibrated with 2 ranks" in n]
+    # tensor_fusion gets its own options (the blocking all-reduces' gap_latency).
+    fused = daydream.predict(graph, opt="tensor_fusion:world_size=8", network=net)
+    assert "gap_latency=500:40.0" in fused.opts[0]
+    assert any("calibrated with 2 ranks and is taken as it is for 8" in n for n in fused.notes)
     # A calibration without stalls adds no caveat.
     net.stalled_share = 0.0
-    assert not [n for n in daydream.predict(graph, opt="data_parallel:world_size=8", network=net).notes
+    assert not [n for n in daydream.predict(graph, opt="data_parallel:world_size=2", network=net).notes
                 if "stalled" in n]
-    with pytest.raises(daydream.DaydreamError, match="network=: no requested optimization takes a network"):
-        daydream.predict(graph, opt="scale", network=net)
+
+
+def test_a_network_calibration_stays_under_what_the_request_gives(cpu_graph: daydream.Graph) -> None:
+    graph = cpu_graph
+    net = _calibration(stalled_share=0.3)
+    # An option given in the spec, or as a keyword before or after network=, wins.
+    for kwargs in ({"network": net, "latency_us": 5}, {"latency_us": 5, "network": net}):
+        pred = daydream.predict(graph, opt="data_parallel:world_size=2", **kwargs)
+        assert "latency_us=5" in pred.opts[0] and "latency_us=700" not in pred.opts[0]
+    pred = daydream.predict(graph, opt="tensor_fusion:world_size=2,latency_us=5", network=net)
+    assert "latency_us=5" in pred.opts[0] and "latency_us=700" not in pred.opts[0]
+    # A request that names its own network takes nothing from the calibration, nor its caveat.
+    from daydream import prediction
+
+    requests = prediction._requests(["data_parallel:world_size=8,network=ib100", "tensor_fusion"], {"network": net})
+    assert requests[0] == ("data_parallel", {"world_size": "8", "network": "ib100"})
+    assert requests[1][1]["latency_us"] == "700.0"
+    (caveat,) = prediction._calibration_notes(requests, {"network": net})
+    assert caveat.startswith("tensor_fusion: 30% of the calibration's all-reduces stalled")
+    # p3 prices slices of the all-reduces in the graph: it takes no calibration.
+    both = daydream.predict(graph, opt=["data_parallel:world_size=2,bucket_mb=0", "p3"], network=net)
+    assert "latency_us=700.0" in both.opts[0] and both.opts[1] == "p3"
+    (caveat,) = [n for n in both.notes if "stalled" in n]  # once, for the pass that took it
+    assert caveat.startswith("data_parallel: ")
+    for opt in ("scale", "p3", "data_parallel:network=ib100"):
+        with pytest.raises(daydream.DaydreamError, match="network=: a NetworkCalibration sets the options of "
+                                                         "data_parallel and tensor_fusion"):
+            daydream.predict(graph, opt=opt, network=net)
+
+
+def test_a_network_calibration_leaves_ddps_cpu_work_to_be_measured_on_the_model(monkeypatch) -> None:
+    from daydream import calibrate
+
+    model = build("mlp")
+    inputs, target = batch_for("mlp")
+    # DDP's CPU work on the model: 0.2 ms more in the forward, 0.4 ms more in the backward.
+    monkeypatch.setattr(calibrate, "ddp_cpu_phase_times",
+                        lambda m, xs: {"forward": (1.2, 1.0), "backward": (2.4, 2.0)})
+    pred = daydream.predict(model, opt="data_parallel:cpu_factor=1", inputs=inputs, target=target,
+                            loss_fn=nn.CrossEntropyLoss(), warmup=1, active=2, world_size=2,
+                            network=_calibration())
+    assert "ddp_cpu_us=200.0" in pred.opts[0] and "ddp_cpu_us=26" not in pred.opts[0]
+    assert any("DDP's own CPU work on" in n for n in pred.notes)
+    # Where it cannot be measured, the calibration's stand in.
+
+    def fails(m, xs):
+        raise daydream.DaydreamError("no gloo here")
+
+    monkeypatch.setattr(calibrate, "ddp_cpu_phase_times", fails)
+    pred = daydream.predict(model, opt="data_parallel:cpu_factor=1", inputs=inputs, target=target,
+                            loss_fn=nn.CrossEntropyLoss(), warmup=1, active=2, world_size=2,
+                            network=_calibration())
+    assert "ddp_cpu_us=26.0" in pred.opts[0]
+    assert any("not measured on the model (no gloo here); from the network calibration's" in n for n in pred.notes)
 
 
 def test_an_option_no_requested_pass_takes_is_an_error(graph: daydream.Graph) -> None:
