@@ -434,8 +434,9 @@ def _ddp_cpu_on_model(model: Any, inputs: Any, given: Dict[str, str], network: A
 
 
 def _ddp_cpu_from_calibration(network: Any, given: Dict[str, str], why: str = "") -> str:
-    """data_parallel with a calibration given as ``network=`` and no model
-    to measure DDP's own CPU work on: the calibration's, from its Linear
+    """data_parallel with a calibration given as ``network=`` where DDP's
+    own CPU work is not measured on the model (none is known, or the
+    measurement failed: ``why``): the calibration's, from its Linear
     stacks."""
     options = network.options("data_parallel")
     for key in _DDP_CPU_OPTIONS:
