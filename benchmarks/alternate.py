@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Compares daydream_bench binaries in alternation, for changes smaller than
-the host's drift (docs/performance.md, "How it was timed").
+the host's drift (docs/history/performance-log.md, "How it was timed").
 
     benchmarks/alternate.py OLD_BENCH NEW_BENCH [--rounds 4] [--filter 'ParseTraceJsonOneCore|BuildGraph']
 

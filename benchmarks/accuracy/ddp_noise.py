@@ -31,7 +31,7 @@ step time, in DDP with and without communication.
     python benchmarks/accuracy/ddp_noise.py --model transformer --jobs 2 --decompose --steps 400
     python benchmarks/accuracy/ddp_noise.py --model transformer --jobs 2 --decompose --stand-in --steps 300
 
-Diagnostic only: nothing here feeds a prediction (docs/accuracy.md, "How far
+Diagnostic only: nothing here feeds a prediction (docs/history/accuracy-log.md, "How far
 the two-process truth itself moves").
 """
 

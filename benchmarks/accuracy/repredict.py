@@ -16,7 +16,7 @@ the median / mean / max |error| of each way.
     python benchmarks/accuracy/run.py --experiments tensor_fusion,tensor_fusion_reverse --save-traces DIR --json DIR.json
     python benchmarks/accuracy/repredict.py DIR.json DIR [DIR2.json DIR2 ...]
 
-Diagnostic only: nothing here feeds a prediction (docs/accuracy.md,
+Diagnostic only: nothing here feeds a prediction (docs/history/accuracy-log.md,
 "tensor_fusion's capture fitted to its forward").
 """
 
