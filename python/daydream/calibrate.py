@@ -1177,9 +1177,9 @@ class NetworkCalibration:
         thread that would post it waits for the tick). Where they did, a
         prediction that changes how many all-reduces a step issues
         (``tensor_fusion``, ``data_parallel``) can be off by more than its
-        model: on such a host docs/accuracy.md measured a median error of
-        31-36% and up to 153% for those rows, at most about 10% where
-        gloo's threads ran at real-time priority."""
+        model: on two-vCPU hosts docs/accuracy.md measured a median error
+        of 11-36% and up to 153% for those rows (runs 35-37), and 3.7-6.4%,
+        up to 22%, where gloo's threads ran at real-time priority."""
         if self.backend != "gloo" or self.stalled_share < STALLED_SHARE_CAVEAT:
             return []
         small = min(self.samples, key=lambda s: s["bytes"]) if self.samples else None
@@ -1188,8 +1188,8 @@ class NetworkCalibration:
         return [f"{self.stalled_share:.0%} of the calibration's all-reduces stalled{times}: gloo's TCP loop "
                 "thread busy-polls while a message waits for its receive (pytorch/gloo#246), and with no core to "
                 "spare the thread that would post it waits for a scheduler tick. Predictions that change how many "
-                "all-reduces a step issues are less sure here than the passes' models; a core free per rank, or "
-                "gloo's threads at real-time priority, removes the stalls"]
+                "all-reduces a step issues are less sure here than the passes' models. gloo's threads at real-time "
+                "priority removed the stalls on such a host; a core free per rank should too"]
 
     def options(self, for_pass: str = "data_parallel") -> Dict[str, Any]:
         """The options this calibration sets for ``for_pass``
