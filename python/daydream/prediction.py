@@ -140,11 +140,10 @@ def _apply_calibration(requests: List[Tuple[str, Dict[str, str]]], known: Dict[s
                 given.setdefault(key, _text(value))
 
 
-def _calibration_notes(requests: List[Tuple[str, Dict[str, str]]], options: Dict[str, Any]) -> List[str]:
-    """What a calibration given as ``network=`` says of itself
-    (``caveats()``), once for the requests that took it, and where a request
-    is for another number of ranks than it measured."""
-    net = _network_calibration(options)
+def _calibration_notes(requests: List[Tuple[str, Dict[str, str]]], net: Any) -> List[str]:
+    """What ``net``, a calibration given as ``network=`` (or None), says of
+    itself (``caveats()``), once for the requests that took it, and where a
+    request is for another number of ranks than it measured."""
     if net is None:
         return []
     takers = [(name, given) for name, given in requests if _takes_calibration(name, given)]
@@ -751,10 +750,11 @@ def _predict_recorded(subject: Any, recorded: Any, opt: OptSpec, options: Dict[s
     model = subject if _is_module(subject) else getattr(recorded, "model", None)
     capture = [recorded.speed_drift(), recorded.tries_note()] if hasattr(recorded, "speed_drift") else []
     calibration_notes = [n for n in capture if n] + _overhead_notes(graph, getattr(recorded, "overhead", None))
-    calibration_notes += _calibration_notes(requests, options)
+    net = _network_calibration(options)
+    calibration_notes += _calibration_notes(requests, net)
     calibration_notes += _calibrate(
         graph, requests, model, getattr(recorded, "optimizer", None), getattr(recorded, "model_input_values", None),
-        getattr(recorded, "plain_step_times_ms", ()), memo, _network_calibration(options))
+        getattr(recorded, "plain_step_times_ms", ()), memo, net)
     calibration_notes += _recorded_cpu_waits(graph, requests, getattr(recorded, "recorded_cpu_wait_ms", None))
     baseline = api._baseline_replays.get(graph)
     result = _core.predict(graph, requests, baseline, scratch)

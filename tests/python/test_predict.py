@@ -141,7 +141,7 @@ def test_a_network_calibration_stays_under_what_the_request_gives(cpu_graph: day
     requests = prediction._requests(["data_parallel:world_size=8,network=ib100", "tensor_fusion"], {"network": net})
     assert requests[0] == ("data_parallel", {"world_size": "8", "network": "ib100"})
     assert requests[1][1]["latency_us"] == "700.0"
-    (caveat,) = prediction._calibration_notes(requests, {"network": net})
+    (caveat,) = prediction._calibration_notes(requests, net)
     assert caveat.startswith("tensor_fusion: 30% of the calibration's all-reduces stalled")
     # p3 prices slices of the all-reduces in the graph: it takes no calibration.
     both = daydream.predict(graph, opt=["data_parallel:world_size=2,bucket_mb=0", "p3"], network=net)
