@@ -305,6 +305,63 @@ std::vector<std::vector<Waiter>> WaitersOf(Graph& graph, const std::vector<int32
   return waiters;
 }
 
+// A stretch of an issuing thread's time in a replay: a task, or the
+// framework time (gap) before it; `cut`: how much of it is to go.
+struct ThreadPiece {
+  TimeNs from, to;
+  int32_t task;
+  bool gap;
+  double cut = 0;
+};
+
+// Cuts `per_iteration_ns` from each iteration's pieces between the start of
+// its first backward task on their threads (or of its first recorded
+// all-reduce, if earlier) and the end of its last recorded all-reduce, in
+// proportion to each piece's time in that window; at most all of it.
+void SpreadOverBackward(const Graph& graph, const Schedule& replay, const std::vector<int32_t>& old,
+                        double per_iteration_ns, std::vector<std::vector<ThreadPiece>>& pieces) {
+  const size_t n = graph.iterations.size();
+  auto iteration_of = [&](int32_t task) -> int64_t {
+    const int32_t it = graph.tasks[static_cast<size_t>(task)].iteration;
+    return it >= 0 && static_cast<size_t>(it) < n ? it : -1;
+  };
+  std::vector<TimeNs> lo(n, std::numeric_limits<TimeNs>::max());
+  std::vector<TimeNs> hi(n, std::numeric_limits<TimeNs>::min());
+  for (int32_t t : old) {
+    const int64_t it = iteration_of(t);
+    if (it < 0) continue;
+    lo[static_cast<size_t>(it)] = std::min(lo[static_cast<size_t>(it)], replay.start_ns[static_cast<size_t>(t)]);
+    hi[static_cast<size_t>(it)] = std::max(hi[static_cast<size_t>(it)], replay.end_ns[static_cast<size_t>(t)]);
+  }
+  for (const std::vector<ThreadPiece>& list : pieces) {
+    for (const ThreadPiece& p : list) {
+      const int64_t it = iteration_of(p.task);
+      if (it < 0 || graph.tasks[static_cast<size_t>(p.task)].phase != Phase::kBackward) continue;
+      lo[static_cast<size_t>(it)] = std::min(lo[static_cast<size_t>(it)], p.from);
+    }
+  }
+  auto in_window = [&](const ThreadPiece& p) -> TimeNs {
+    const int64_t it = iteration_of(p.task);
+    if (it < 0) return 0;
+    const auto i = static_cast<size_t>(it);
+    return std::max<TimeNs>(0, std::min(p.to, hi[i]) - std::max(p.from, lo[i]));
+  };
+  std::vector<double> total(n, 0);
+  for (const std::vector<ThreadPiece>& list : pieces) {
+    for (const ThreadPiece& p : list) {
+      if (const TimeNs o = in_window(p); o > 0) total[static_cast<size_t>(iteration_of(p.task))] += static_cast<double>(o);
+    }
+  }
+  for (std::vector<ThreadPiece>& list : pieces) {
+    for (ThreadPiece& p : list) {
+      const TimeNs o = in_window(p);
+      if (o <= 0) continue;
+      const double window = total[static_cast<size_t>(iteration_of(p.task))];
+      p.cut += std::min(per_iteration_ns, window) * static_cast<double>(o) / window;
+    }
+  }
+}
+
 // While a recorded all-reduce ran on gloo's threads, they took CPU from the
 // thread that computes (they share its core): the thread's work and framework
 // time that overlapped the all-reduce hold it, not only the call that issued
@@ -322,14 +379,26 @@ std::vector<std::vector<Waiter>> WaitersOf(Graph& graph, const std::vector<int32
 // wait for a core in each recorded iteration (Linux schedstat, which
 // daydream.Profiler reads): that much of the iteration's overlapped time
 // goes instead, at most all of it, shared among its all-reduces by their
-// overlap.
+// overlap. `unprofiled_wait_us`, when >= 0: how long the thread waited for
+// a core per step after the forward, measured without the profiler (the
+// Profiler's wait steps); that much of each iteration goes instead of either,
+// spread over the issuing thread's time from the iteration's backward to the
+// end of its last recorded all-reduce in proportion to its length, not only
+// what the all-reduces overlapped (the wait was longer than that: 0.54 ms
+// a step against 0.18 ms of overlap in an MLP's small-bucket capture; gloo's
+// loop thread can take the core before an all-reduce's span begins, since
+// it spins while the other rank's data waits for this rank's receive). The
+// recorded waits are the profiled rank's, which the profiler's own work
+// makes the slower one: the other rank is ahead of it more often and for
+// longer than in a step run without the profiler.
 struct RecordedShares {
   TimeNs removed_ns = 0;  // taken off the thread's other work
   TimeNs call_ns = 0;     // the calls' median less the all-reduce share they hold
 };
 absl::StatusOr<RecordedShares> RemoveRecordedCpuShares(Graph& graph, const std::vector<int32_t>& old,
                                                        const std::vector<int32_t>& issues, const AllReducePlan& plan,
-                                                       const std::vector<double>& waited_us = {}) {
+                                                       const std::vector<double>& waited_us = {},
+                                                       double unprofiled_wait_us = -1) {
   const double share = plan.comm_cpu_share;
   if (!plan.TakesThreadTime() || old.empty() || issues.empty()) return RecordedShares{};
   if (!graph.has_adjacency()) graph.BuildAdjacency();
@@ -342,12 +411,7 @@ absl::StatusOr<RecordedShares> RemoveRecordedCpuShares(Graph& graph, const std::
     return it != ends.end() && *it <= b;
   };
   // The issuing threads' time, in replay order: each task and the gap before it.
-  struct Piece {
-    TimeNs from, to;
-    int32_t task;
-    bool gap;
-    double cut = 0;
-  };
+  using Piece = ThreadPiece;
   std::vector<uint8_t> thread(graph.resources.size(), 0);
   std::vector<uint8_t> issuing(graph.tasks.size(), 0);
   for (int32_t t : issues) {
@@ -399,7 +463,9 @@ absl::StatusOr<RecordedShares> RemoveRecordedCpuShares(Graph& graph, const std::
       iteration_overlap[static_cast<size_t>(it)] += static_cast<double>(overlapped_by[k]);
     }
   }
-  for (size_t k = 0; k < old.size(); ++k) {
+  const bool unprofiled = unprofiled_wait_us >= 0;
+  if (unprofiled) SpreadOverBackward(graph, replay, old, unprofiled_wait_us * 1e3, pieces);
+  for (size_t k = 0; k < old.size() && !unprofiled; ++k) {
     const int32_t t = old[k];
     const Task& c = graph.tasks[static_cast<size_t>(t)];
     const TimeNs a = replay.start_ns[static_cast<size_t>(t)];
@@ -957,6 +1023,11 @@ class TensorFusionPass : public Pass {
     if (!plan.TakesThreadTime() || old.empty()) issues.clear();
     DD_ASSIGN_OR_RETURN(const std::vector<double> waited_us, ParseRecordedWaits(options_.String("recorded_cpu_wait_us"),
                                                                                 graph.iterations.size()));
+    const double unprofiled_wait_us = options_.Double("unprofiled_cpu_wait_us");
+    if (!(unprofiled_wait_us == -1 || (unprofiled_wait_us >= 0 && unprofiled_wait_us <= 1e9))) {
+      return absl::InvalidArgumentError(StrCat("unprofiled_cpu_wait_us must be -1 (none) or a time in microseconds "
+                                               "in [0, 1e9], got ", unprofiled_wait_us));
+    }
     if (!old.empty() && (plan.ddp_cpu_us > 0 || plan.ddp_cpu_per_gradient_us > 0)) {
       // The recorded graph already holds DDP's reducer work (its hooks stay,
       // one per gradient, whatever the buckets).
@@ -975,7 +1046,8 @@ class TensorFusionPass : public Pass {
       waiters = WaitersOf(graph, old, gone);
       // Before the shares below shorten the producers.
       produced_by = GradientsProducedBy(graph, grads);
-      DD_ASSIGN_OR_RETURN(const RecordedShares shares, RemoveRecordedCpuShares(graph, old, issues, plan, waited_us));
+      DD_ASSIGN_OR_RETURN(const RecordedShares shares, RemoveRecordedCpuShares(graph, old, issues, plan, waited_us,
+                                                                                 unprofiled_wait_us));
       // One call issues each bucket's all-reduce, as the recorded ones did.
       plan.issue_call_ns = shares.call_ns;
       GraphEditor editor(graph);
@@ -997,7 +1069,12 @@ class TensorFusionPass : public Pass {
                           shares.removed_ns > 0
                               ? StrCat("; ", static_cast<double>(shares.removed_ns) / 1e6,
                                        " ms of the issuing thread's other work, ",
-                                       waited_us.empty() || issues.empty()
+                                       issues.empty() ? "its comm_cpu_share while the recorded all-reduces ran"
+                                       : unprofiled_wait_us >= 0
+                                           ? "the time it waited for a core per step after the forward without the "
+                                             "profiler (unprofiled_cpu_wait_us), from each iteration's backward to "
+                                             "its last recorded all-reduce"
+                                       : waited_us.empty()
                                            ? "its comm_cpu_share while the recorded all-reduces ran"
                                            : "the time it waited for a core while the recorded all-reduces ran "
                                              "(recorded_cpu_wait_us)",
@@ -1131,7 +1208,9 @@ PassInfo TensorFusionPassInfo() {
       "that share of its time on the thread that issues it, after one issuing call (the recorded calls' median less "
       "the all-reduce share they hold); the recorded calls are removed, and so is what each recorded all-reduce took "
       "from the issuing thread's other work (the share of its overlap, at most the share of its time on the "
-      "network; with recorded_cpu_wait_us, the time the thread was measured to wait for a core instead). Sources: Horovod tensor fusion, PyTorch DDP buckets, XLA's all-reduce combiner, DisCo.";
+      "network; with recorded_cpu_wait_us, the time the thread was measured to wait for a core instead; with "
+      "unprofiled_cpu_wait_us, the wait measured without the profiler, taken from the whole backward up to the "
+      "last recorded all-reduce). Sources: Horovod tensor fusion, PyTorch DDP buckets, XLA's all-reduce combiner, DisCo.";
   info.options = {
       {"bucket_mb", OptionType::kDouble, "25", "bucket size in MB (0: one all-reduce per gradient)"},
       {"first_bucket_mb", OptionType::kDouble, "1", "size of the first bucket in MB"},
@@ -1143,6 +1222,12 @@ PassInfo TensorFusionPassInfo() {
        "the all-reduces waited for a core (daydream.Profiler reads it from Linux schedstat): that much of its time "
        "overlapped by the recorded all-reduces goes with them, instead of comm_cpu_share of their time (empty: "
        "comm_cpu_share)"},
+      {"unprofiled_cpu_wait_us", OptionType::kDouble, "-1",
+       "with comm_cpu_share, how long the thread that computes and issues the all-reduces waited for a core per "
+       "step after the model's forward, measured without the profiler (daydream.Profiler reads it from Linux "
+       "schedstat in its wait steps): that much of each iteration's time on that thread, from its backward to the "
+       "end of its last recorded all-reduce, goes with them, instead of recorded_cpu_wait_us (the profiled rank's, "
+       "which the profiler makes the slower one) or comm_cpu_share (-1: none)"},
   };
   for (OptionSpec& s : NetworkOptions()) info.options.push_back(s);
   info.create = [](const PassOptions& o) -> absl::StatusOr<std::unique_ptr<Pass>> {

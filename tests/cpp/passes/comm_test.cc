@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -1350,6 +1351,119 @@ TEST_CASE("tensor_fusion with recorded_cpu_wait_us takes the measured wait for a
     const absl::Status s = RunError("tensor_fusion", {{"comm_cpu_share", "0.5"}, {"recorded_cpu_wait_us", bad}}, t.g);
     CHECK(s.code() == absl::StatusCode::kInvalidArgument);
     CHECK_THAT(std::string(s.message()), Catch::Contains("recorded_cpu_wait_us"));
+  }
+}
+
+// The issuing thread's time in each iteration's window for
+// unprofiled_cpu_wait_us, in a replay of `recorded`: from its first backward
+// task (the framework time before it included) to the end of its last
+// recorded all-reduce; a gap in which an all-reduce ended is idle, not work.
+// [iteration] -> {the other work's time, the issuing calls'}.
+std::vector<std::pair<TimeNs, TimeNs>> BackwardWindowTimes(const Graph& recorded, int32_t thread) {
+  absl::StatusOr<Schedule> s = Simulate(recorded);
+  REQUIRE(s.ok());
+  const size_t n = recorded.iterations.size();
+  std::vector<TimeNs> lo(n, std::numeric_limits<TimeNs>::max()), hi(n, 0);
+  std::vector<TimeNs> ends;
+  for (size_t i = 0; i < recorded.tasks.size(); ++i) {
+    const Task& t = recorded.tasks[i];
+    if (t.kind != TaskKind::kCollective || t.iteration < 0) continue;
+    ends.push_back(s->end_ns[i]);
+    hi[static_cast<size_t>(t.iteration)] = std::max(hi[static_cast<size_t>(t.iteration)], s->end_ns[i]);
+  }
+  struct Stretch {
+    TimeNs from, to;
+    int32_t iteration;
+    bool call;
+  };
+  std::vector<Stretch> stretches;
+  TimeNs previous_end = -1;
+  for (size_t i = 0; i < recorded.tasks.size(); ++i) {  // ids in start order on the thread
+    const Task& t = recorded.tasks[i];
+    if (t.resource != thread) continue;
+    const bool call = recorded.Str(t.name) == "c10d::allreduce_";
+    if (previous_end >= 0 && t.gap_ns > 0 && !call) {
+      const TimeNs gap_end = std::min(s->start_ns[i], previous_end + t.gap_ns);
+      bool waited = false;
+      for (TimeNs e : ends) waited = waited || (e >= previous_end && e <= gap_end);
+      if (!waited) stretches.push_back({previous_end, gap_end, t.iteration, false});
+      if (!waited && t.phase == Phase::kBackward) lo[static_cast<size_t>(t.iteration)] = std::min(lo[static_cast<size_t>(t.iteration)], previous_end);
+    }
+    stretches.push_back({s->start_ns[i], s->end_ns[i], t.iteration, call});
+    if (t.phase == Phase::kBackward) lo[static_cast<size_t>(t.iteration)] = std::min(lo[static_cast<size_t>(t.iteration)], s->start_ns[i]);
+    previous_end = s->end_ns[i];
+  }
+  std::vector<std::pair<TimeNs, TimeNs>> out(n, {0, 0});
+  for (const Stretch& x : stretches) {
+    if (x.iteration < 0) continue;
+    const auto it = static_cast<size_t>(x.iteration);
+    const TimeNs o = std::max<TimeNs>(0, std::min(x.to, hi[it]) - std::max(x.from, lo[it]));
+    (x.call ? out[it].second : out[it].first) += o;
+  }
+  return out;
+}
+
+TEST_CASE("tensor_fusion with unprofiled_cpu_wait_us takes the unprofiled wait for a core off the whole backward",
+          "[comm]") {
+  // The thread that computes waited W us a step for a core after the
+  // forward, measured without the profiler: that much of each iteration's
+  // time on it, from its backward to its last recorded all-reduce's end,
+  // goes with the all-reduces, in proportion to each stretch's time there,
+  // not only what they overlapped (gloo's loop thread takes the core while
+  // the other rank's data waits for this rank's all-reduce, before its span
+  // begins), instead of recorded_cpu_wait_us.
+  const TrainingGraphOptions o = GlooRanksWithShortAllReduces();
+  const TrainingGraph recorded(o);
+  const TimeNs overlap = [&] {
+    const auto [tasks, gaps] = ExpectedShareCuts(recorded.g, 1.0, recorded.gpu);
+    return tasks + gaps;
+  }();
+  const std::vector<std::pair<TimeNs, TimeNs>> window = BackwardWindowTimes(recorded.g, recorded.gpu);
+  REQUIRE(window.size() == 2);
+  auto work_after = [&](const OptionMap& waits, std::string* note = nullptr) {
+    TrainingGraph t(o);
+    PassContext context;
+    OptionMap options = {{"network", "ethernet10"}, {"latency_us", "1000"}, {"comm_cpu_share", "0.5"}};
+    options.insert(waits.begin(), waits.end());
+    REQUIRE(RunOk("tensor_fusion", options, t.g, &context));
+    if (note != nullptr) *note = context.notes[0];
+    TimeNs work = 0;
+    for (const Task& x : t.g.tasks) {
+      if (x.resource == t.gpu && x.phase != Phase::kComm) work += x.duration_ns + x.gap_ns;
+    }
+    return work;
+  };
+  const TimeNs untouched = work_after({{"unprofiled_cpu_wait_us", "0"}});
+  CHECK(untouched == work_after({{"recorded_cpu_wait_us", "0;0"}}));
+  // 180 us a step: more than the recorded all-reduces overlapped, less than the window.
+  const TimeNs wait = 180 * kUs;
+  REQUIRE(overlap < 2 * wait);
+  double expected = 0;
+  TimeNs others = 0;
+  for (const auto& [work, calls] : window) {
+    REQUIRE(work + calls > wait);
+    expected += static_cast<double>(wait) * static_cast<double>(work) / static_cast<double>(work + calls);
+    others += work;
+  }
+  std::string note;
+  const TimeNs taken = untouched - work_after({{"unprofiled_cpu_wait_us", "180"}}, &note);
+  CHECK(std::llabs(taken - std::llround(expected)) <= 24);  // rounded piece by piece
+  // The same wait as recorded_cpu_wait_us takes at most the overlap.
+  const TimeNs capped = untouched - work_after({{"recorded_cpu_wait_us", "180;180"}});
+  CHECK(capped <= overlap + 24);
+  CHECK(taken > overlap + 24);
+  CHECK_THAT(note, Catch::Contains("(unprofiled_cpu_wait_us), from each iteration's backward"));
+  // Given both, the unprofiled wait is what goes.
+  CHECK(untouched - work_after({{"unprofiled_cpu_wait_us", "180"}, {"recorded_cpu_wait_us", "5;7"}}) == taken);
+  // A wait longer than the window takes all of the window's work.
+  CHECK(std::llabs(untouched - work_after({{"unprofiled_cpu_wait_us", "1000000"}}) - others) <= 24);
+  // Bad values are refused by name.
+  for (const char* bad : {"-2", "1e10", "nan", "x"}) {
+    INFO(bad);
+    TrainingGraph t(o);
+    const absl::Status s = RunError("tensor_fusion", {{"comm_cpu_share", "0.5"}, {"unprofiled_cpu_wait_us", bad}}, t.g);
+    CHECK(s.code() == absl::StatusCode::kInvalidArgument);
+    CHECK_THAT(std::string(s.message()), Catch::Contains("unprofiled_cpu_wait_us"));
   }
 }
 

@@ -208,6 +208,7 @@ TEST_CASE("the communication passes declare the options their docs promise", "[r
   data_parallel.insert("cpu_factor");    // ranks sharing a host: a recorded DDP step already ran among them
   std::set<std::string> tensor_fusion = comm;
   tensor_fusion.insert("recorded_cpu_wait_us");  // what the recorded all-reduces took: only a recorded step has them
+  tensor_fusion.insert("unprofiled_cpu_wait_us");  // and the same wait in the steps run without the profiler
   REQUIRE(FindPass("data_parallel") != nullptr);
   REQUIRE(FindPass("tensor_fusion") != nullptr);
   REQUIRE(FindPass("scale") != nullptr);
