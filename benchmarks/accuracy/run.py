@@ -305,6 +305,7 @@ def keep_capture(a: argparse.Namespace, exp: str, name: str, prof: Any, predicti
         measured = {"plain_step_ms": getattr(prof, "plain_step_ms", None),
                     "plain_optimizer_ms": getattr(prof, "plain_optimizer_ms", None),
                     "plain_forward_ms": getattr(prof, "plain_forward_ms", None),
+                    "plain_cpu_wait_after_forward_ms": getattr(prof, "plain_cpu_wait_after_forward_ms", None),
                     "overhead": None if o is None else {
                         "per_record_ns": o.per_record_ns, "module_hook_ns": o.module_hook_ns,
                         "grad_hook_ns": o.grad_hook_ns, "record_shapes": o.record_shapes}}

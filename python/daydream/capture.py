@@ -36,6 +36,7 @@ import os
 import shutil
 import statistics
 import tempfile
+import threading
 import time
 import warnings
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
@@ -63,6 +64,34 @@ def thread_runqueue_ms() -> Optional[float]:
             return int(f.read().split()[1]) / 1e6
     except (OSError, IndexError, ValueError):
         return None
+
+
+class RunqueueClock:
+    """:func:`thread_runqueue_ms` of the thread that made it, read through
+    the file kept open: under a microsecond a read, against several to open
+    it, so that steps timed without the profiler can read it inside their
+    timed part. A read returns None where the kernel does not keep it, from
+    another thread, or once closed."""
+
+    def __init__(self) -> None:
+        self._thread = threading.get_native_id()
+        try:
+            self._fd: Optional[int] = os.open("/proc/thread-self/schedstat", os.O_RDONLY)
+        except OSError:
+            self._fd = None
+
+    def __call__(self) -> Optional[float]:
+        if self._fd is None or threading.get_native_id() != self._thread:
+            return None
+        try:
+            return int(os.pread(self._fd, 128, 0).split()[1]) / 1e6
+        except (OSError, IndexError, ValueError):
+            return None
+
+    def close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
 
 
 def _torch() -> Any:
@@ -226,6 +255,13 @@ class Profiler:
         self._forward_began: Optional[float] = None
         self._forward_s = 0.0  # inside the model's forward during the current wait step
         self._forward_times_s: List[float] = []  # per wait step
+        # The training thread's run-queue time at the end of the step's last
+        # forward and at the step's end, in the wait steps where the model's
+        # forward is timed (a RunqueueClock, None elsewhere): the wait for a
+        # core of an unprofiled step after its forward, per wait step.
+        self._runqueue_clock: Optional[RunqueueClock] = None
+        self._forward_end_runqueue: Optional[float] = None
+        self._after_forward_waits_ms: List[float] = []
         #: The positional inputs of ``model``'s first recorded forward, the
         #: tensors themselves (references, not copies: calibrations whose cost
         #: depends on values, such as token ids, run on them); None without a
@@ -318,10 +354,13 @@ class Profiler:
         def begin(*_: Any) -> None:
             self._forward_began = time.perf_counter()
 
+        clock = self._runqueue_clock = RunqueueClock()
+
         def end(*_: Any) -> None:
             if self._forward_began is not None:
                 self._forward_s += time.perf_counter() - self._forward_began
                 self._forward_began = None
+                self._forward_end_runqueue = clock()
 
         self._forward_hooks = [register[0](begin), register[1](end)]
 
@@ -330,6 +369,9 @@ class Profiler:
             h.remove()
         self._step_hooks = []
         self._forward_hooks = []
+        if self._runqueue_clock is not None:
+            self._runqueue_clock.close()
+            self._runqueue_clock = None
 
     def _install_hooks(self) -> None:
         # Not in the wait steps: the hooks' ranges cost time even with the profiler off.
@@ -360,6 +402,10 @@ class Profiler:
             if self._forward_hooks:
                 self._forward_times_s.append(self._forward_s)
                 self._forward_s, self._forward_began = 0.0, None
+                now = self._runqueue_clock() if self._runqueue_clock is not None else None
+                if now is not None and self._forward_end_runqueue is not None:
+                    self._after_forward_waits_ms.append(max(0.0, now - self._forward_end_runqueue))
+                self._forward_end_runqueue = None
         self._runqueue_stamps.append(self._runqueue_stamp(self._steps + 1))
         self._prof.step()
         self._steps += 1
@@ -398,6 +444,19 @@ class Profiler:
         if len(stamps) != self.active + 1 or any(s is None for s in stamps):
             return None
         return [max(0.0, b - a) for a, b in zip(stamps, stamps[1:])]  # type: ignore[operator]
+
+    @property
+    def plain_cpu_wait_after_forward_ms(self) -> Optional[float]:
+        """Median over the ``wait`` steps (run without the profiler) of how
+        long the training thread waited for a core from the end of the
+        model's forward to the step's end (Linux schedstat, see
+        :func:`thread_runqueue_ms`). On CPU ranks whose gradient all-reduces
+        run on gloo's threads, what they took from it in a step the profiler
+        did not slow, which ``tensor_fusion`` takes off with the recorded
+        all-reduces (``unprofiled_cpu_wait_us``). None without ``model=``,
+        where the kernel does not keep it, or before a wait step ended."""
+        waits = self._after_forward_waits_ms
+        return statistics.median(waits) if waits else None
 
     @property
     def model_inputs(self) -> Optional[List[Tuple[Tuple[int, ...], Any]]]:

@@ -514,20 +514,23 @@ def _straggler(name: str, graph: Graph, given: Dict[str, str], step_times_ms: Se
 
 
 def _recorded_cpu_waits(graph: Graph, requests: List[Tuple[str, Dict[str, str]]],
-                        waits_ms: Optional[Sequence[float]]) -> List[str]:
+                        waits_ms: Optional[Sequence[float]], unprofiled_ms: Optional[float] = None) -> List[str]:
     """tensor_fusion on a recorded data-parallel step that a Profiler timed:
     how long its training thread waited for a core in each recorded
     iteration (``Profiler.recorded_cpu_wait_ms``) becomes
     ``recorded_cpu_wait_us``, what the recorded all-reduces' threads took from
-    it, unless given. Only where the graph communicates, with one wait per
-    iteration of the graph, and for a pass given ``comm_cpu_share`` or
+    it, and how long it waited after the forward in the steps run without the
+    profiler (``Profiler.plain_cpu_wait_after_forward_ms``)
+    ``unprofiled_cpu_wait_us``, which the pass takes instead, unless either is
+    given. Only where the graph communicates, with one wait per iteration of
+    the graph, and for a pass given ``comm_cpu_share`` or
     ``bucket_cpu_latency`` (without either, collectives run beside compute
     and take nothing from it)."""
     if not waits_ms or len(waits_ms) != len(graph.iterations):
         return []
     notes: List[str] = []
     for name, given in requests:
-        if name != "tensor_fusion" or "recorded_cpu_wait_us" in given:
+        if name != "tensor_fusion" or "recorded_cpu_wait_us" in given or "unprofiled_cpu_wait_us" in given:
             continue
         try:
             if not float(given.get("comm_cpu_share", "0")) > 0 and not given.get("bucket_cpu_latency"):
@@ -537,9 +540,14 @@ def _recorded_cpu_waits(graph: Graph, requests: List[Tuple[str, Dict[str, str]]]
         if graph.summary()["tasks_by_kind"]["collective"] == 0:
             return []
         given["recorded_cpu_wait_us"] = ";".join(f"{w * 1e3:.1f}" for w in waits_ms)
-        notes.append(f"tensor_fusion: in the recorded iterations the training thread waited {min(waits_ms):.3f}-"
-                     f"{max(waits_ms):.3f} ms (median {statistics.median(waits_ms):.3f}) for a core "
-                     "(recorded_cpu_wait_us, from Linux schedstat)")
+        note = (f"tensor_fusion: in the recorded iterations the training thread waited {min(waits_ms):.3f}-"
+                f"{max(waits_ms):.3f} ms (median {statistics.median(waits_ms):.3f}) for a core "
+                "(recorded_cpu_wait_us, from Linux schedstat)")
+        if unprofiled_ms is not None:
+            given["unprofiled_cpu_wait_us"] = f"{unprofiled_ms * 1e3:.1f}"
+            note += (f"; in the steps run without the profiler, {unprofiled_ms:.3f} ms after the forward (median; "
+                     "unprofiled_cpu_wait_us, which the pass takes off instead: the profiled rank is the slower one)")
+        notes.append(note)
     return notes
 
 
@@ -755,7 +763,8 @@ def _predict_recorded(subject: Any, recorded: Any, opt: OptSpec, options: Dict[s
     calibration_notes += _calibrate(
         graph, requests, model, getattr(recorded, "optimizer", None), getattr(recorded, "model_input_values", None),
         getattr(recorded, "plain_step_times_ms", ()), memo, net)
-    calibration_notes += _recorded_cpu_waits(graph, requests, getattr(recorded, "recorded_cpu_wait_ms", None))
+    calibration_notes += _recorded_cpu_waits(graph, requests, getattr(recorded, "recorded_cpu_wait_ms", None),
+                                             getattr(recorded, "plain_cpu_wait_after_forward_ms", None))
     baseline = api._baseline_replays.get(graph)
     result = _core.predict(graph, requests, baseline, scratch)
     if baseline is None:

@@ -43,7 +43,8 @@ def run(rank: int, world: int, out_dir: str, port: str) -> None:
     os.makedirs(os.path.join(out_dir, "measured"), exist_ok=True)  # not a trace: beside the folder's traces
     with open(os.path.join(out_dir, "measured", f"rank{rank}.json"), "w") as f:
         json.dump({"plain_forward_ms": prof.plain_forward_ms, "plain_step_ms": prof.plain_step_ms,
-                   "recorded_cpu_wait_ms": prof.recorded_cpu_wait_ms, "fit": prof.overhead.fit_text(),
+                   "recorded_cpu_wait_ms": prof.recorded_cpu_wait_ms,
+                   "plain_cpu_wait_after_forward_ms": prof.plain_cpu_wait_after_forward_ms, "fit": prof.overhead.fit_text(),
                    "iterations": len(graph.iterations), "opts": prediction.opts, "notes": prediction.notes}, f)
     dist.barrier()
     dist.destroy_process_group()

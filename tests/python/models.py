@@ -54,3 +54,17 @@ def loss_for(name: str):
     if name == "transformer":
         return lambda out, target: nn.functional.cross_entropy(out.reshape(-1, 100), target.reshape(-1))
     return nn.CrossEntropyLoss()
+
+
+def train_under(prof, model: nn.Module, opt, steps: int, name: str = "mlp") -> None:
+    """``steps`` training steps of ``model`` (the harness's ``name``) on its
+    batch with ``opt`` inside ``with prof:``, each ended by ``prof.step()``."""
+    inputs, target = batch_for(name)
+    loss = loss_for(name)
+    with prof:
+        for _ in range(steps):
+            opt.zero_grad()
+            loss(model(inputs), target).backward()
+            opt.step()
+            prof.step()
+

@@ -334,7 +334,7 @@ def test_save_traces_keeps_the_trace_the_corrected_graph_and_the_options(tmp_pat
     assert kept_options["opts"] == opts
     # What the Profiler measured goes beside them (none here), for repredict.py.
     assert kept_options["profiler"] == {"plain_step_ms": None, "plain_optimizer_ms": None, "plain_forward_ms": None,
-                                        "overhead": None}
+                                        "plain_cpu_wait_after_forward_ms": None, "overhead": None}
     kept = daydream.Graph.load(str(tmp_path / "tensor_fusion_mlp.graph.pb"))
     assert kept.to_bytes() == graph.to_bytes()
     run.keep_capture(argparse.Namespace(save_traces=None), "x", "y", Capture(), {"opts": opts})  # off: writes nothing
@@ -580,20 +580,14 @@ def test_repredict_fits_a_kept_capture_both_ways_and_predicts_it_four(tmp_path):
 
     import daydream  # noqa: PLC0415
     import torch  # noqa: PLC0415
-    from models import batch_for, build, loss_for  # noqa: PLC0415
+    from models import build, train_under  # noqa: PLC0415
 
     run, repredict = load_run(), load_script("repredict.py")
     torch.manual_seed(0)
     model = build("mlp")
-    x, y = batch_for("mlp")
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     prof = daydream.Profiler(wait=3, warmup=1, active=2, model=model, optimizer=opt)
-    with prof:
-        for _ in range(6):
-            opt.zero_grad()
-            loss_for("mlp")(model(x), y).backward()
-            opt.step()
-            prof.step()
+    train_under(prof, model, opt, 6)
     prediction = daydream.predict(prof, opt="scale:cpu=0.5")
     run.keep_capture(argparse.Namespace(save_traces=tmp_path), "scale", "mlp", prof, {"opts": prediction.opts})
     measured = json.loads((tmp_path / "scale_mlp.options.json").read_text())["profiler"]

@@ -10,6 +10,7 @@ import socket
 import statistics
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -24,7 +25,7 @@ import torch.nn as nn  # noqa: E402
 import daydream  # noqa: E402
 from daydream.calibrate import MAX_CPU_FACTOR, MIN_CPU_FACTOR, phase_cpu_ms  # noqa: E402
 from daydream.capture import thread_runqueue_ms  # noqa: E402
-from models import batch_for, build, loss_for  # noqa: E402
+from models import batch_for, build, loss_for, train_under  # noqa: E402
 
 MODELS = ["mlp", "cnn", "transformer"]
 
@@ -294,6 +295,54 @@ def test_wait_steps_are_timed_without_the_profilers_own_work(monkeypatch: pytest
     assert prof.recorded_cpu_wait_ms == [1.0, 1.0]
 
 
+def test_runqueue_clock_reads_its_own_thread_only() -> None:
+    """RunqueueClock reads the run-queue time of the thread that made it, as
+    thread_runqueue_ms does, and nothing from another thread or once closed."""
+    from daydream import capture
+
+    if capture.thread_runqueue_ms() is None:
+        pytest.skip("this kernel keeps no per-thread schedstat")
+    clock = capture.RunqueueClock()
+    before = capture.thread_runqueue_ms()
+    mine = clock()
+    assert mine is not None and before is not None and 0 <= mine - before < 50
+    seen = []
+    t = threading.Thread(target=lambda: seen.append(clock()))
+    t.start()
+    t.join()
+    assert seen == [None]
+    clock.close()
+    assert clock() is None
+
+
+def test_wait_steps_read_the_wait_after_the_forward(monkeypatch: pytest.MonkeyPatch) -> None:
+    """In each wait step with the model's forward timed, the training
+    thread's run-queue time is read at the forward's end and at the step's
+    end: their difference's median over the wait steps is
+    plain_cpu_wait_after_forward_ms; none is read in the recorded steps."""
+    from daydream import capture
+
+    clock_reads = []
+
+    class FakeClock:
+        def __call__(self) -> float:
+            clock_reads.append(1)
+            return 1.5 * len(clock_reads) ** 2  # a longer wait each step
+
+        def close(self) -> None:
+            pass
+
+    monkeypatch.setattr(capture, "RunqueueClock", FakeClock)
+    model = build("mlp")
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    prof = daydream.Profiler(wait=3, warmup=1, active=1, model=model, optimizer=opt)
+    train_under(prof, model, opt, 5)
+    assert len(clock_reads) == 6  # two per wait step
+    # Read k is 1.5 k^2: the wait steps waited 1.5 (4 - 1), 1.5 (16 - 9) and 1.5 (36 - 25) ms after their forwards.
+    assert prof.plain_cpu_wait_after_forward_ms == pytest.approx(10.5)
+    assert daydream.Profiler(wait=2).plain_cpu_wait_after_forward_ms is None  # no model: none timed
+
+
 def test_wait_steps_time_the_optimizer_step_apart() -> None:
     model = build("mlp")
     inputs, target = batch_for("mlp")
@@ -509,6 +558,11 @@ def test_ddp_with_two_gloo_processes_yields_collectives_with_the_right_bytes(ddp
         opt = measured["opts"][0]
         assert "recorded_cpu_wait_us=" + ";".join(f"{w * 1e3:.1f}" for w in waits) in opt, opt
         assert any("waited" in n and "recorded_cpu_wait_us" in n for n in measured["notes"]), measured["notes"]
+        # And its wait after the forward in the steps run without the profiler, which the pass takes instead.
+        unprofiled = measured["plain_cpu_wait_after_forward_ms"]
+        assert unprofiled is not None and unprofiled >= 0
+        assert f"unprofiled_cpu_wait_us={unprofiled * 1e3:.1f}" in opt, opt
+        assert any("unprofiled_cpu_wait_us" in n for n in measured["notes"]), measured["notes"]
 
 
 def test_fit_to_the_forward_of_a_step_that_communicates(ddp_run: Path) -> None:
@@ -566,3 +620,11 @@ def test_only_tensor_fusion_with_a_cpu_share_takes_the_recorded_waits(ddp_run: P
     fresh = [("tensor_fusion", {"comm_cpu_share": "0.5"})]
     assert _recorded_cpu_waits(alone, fresh, [1.0] * len(alone.iterations)) == []
     assert "recorded_cpu_wait_us" not in fresh[0][1]
+    # With the wait measured without the profiler, that goes too, and the note says the pass takes it.
+    fresh = [("tensor_fusion", {"comm_cpu_share": "0.5"}), ("tensor_fusion", {"comm_cpu_share": "0.5", "unprofiled_cpu_wait_us": "3"}),
+             ("data_parallel", {"comm_cpu_share": "0.5"})]
+    notes = _recorded_cpu_waits(graph, fresh, waits, 0.25)
+    assert fresh[0][1]["unprofiled_cpu_wait_us"] == "250.0" and "recorded_cpu_wait_us" in fresh[0][1]
+    assert fresh[1][1] == {"comm_cpu_share": "0.5", "unprofiled_cpu_wait_us": "3"}  # given: kept, and taken alone
+    assert "unprofiled_cpu_wait_us" not in fresh[2][1]
+    assert len(notes) == 1 and "0.250 ms after the forward" in notes[0] and "unprofiled_cpu_wait_us" in notes[0]
