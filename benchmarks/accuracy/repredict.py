@@ -8,8 +8,9 @@ profiler's overhead two ways, to the model's forward timed without the
 profiler (what daydream.Profiler does for a step that waits for
 collectives) and to the unprofiled step's length (what it did before), and
 each graph is predicted with the row's own options and without the training
-thread's measured wait for a core (``recorded_cpu_wait_us``: tensor_fusion
-then takes ``comm_cpu_share`` of the recorded all-reduces' time instead).
+thread's measured waits for a core (``recorded_cpu_wait_us`` and
+``unprofiled_cpu_wait_us``: tensor_fusion then takes ``comm_cpu_share`` of
+the recorded all-reduces' time instead).
 Prints each row's error % (ratio carry-over, as the table's headline) and
 the median / mean / max |error| of each way.
 
@@ -34,8 +35,8 @@ WAYS = ("forward fit + wait", "forward fit + share", "step fit + wait", "step fi
 
 
 def without_waits(opt: str) -> str:
-    """``opt`` less its ``recorded_cpu_wait_us`` option."""
-    return re.sub(r",?recorded_cpu_wait_us=[0-9.;]*", "", opt).replace(":,", ":")
+    """``opt`` less its ``recorded_cpu_wait_us`` and ``unprofiled_cpu_wait_us`` options."""
+    return re.sub(r",?(recorded|unprofiled)_cpu_wait_us=[0-9.;]*", "", opt).replace(":,", ":")
 
 
 def fitted_graphs(trace_path: Path, measured: Dict[str, Any]) -> Tuple[Any, Any]:

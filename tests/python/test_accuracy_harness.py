@@ -563,11 +563,13 @@ def test_a_data_parallel_row_takes_the_ddp_step_apart_beside_the_prediction():
     assert "3.500 ms; predicted: the network priced at zero, 4.250 ms" in text
 
 
-def test_repredict_drops_only_the_recorded_waits():
+def test_repredict_drops_only_the_measured_waits():
     repredict = load_script("repredict.py")
     opt = "tensor_fusion:world_size=2,comm_cpu_share=0.3,recorded_cpu_wait_us=1.5;2;0,queued_latency_us=5"
     assert repredict.without_waits(opt) == "tensor_fusion:world_size=2,comm_cpu_share=0.3,queued_latency_us=5"
     assert repredict.without_waits("tensor_fusion:recorded_cpu_wait_us=1;2,world_size=2") == "tensor_fusion:world_size=2"
+    assert repredict.without_waits("tensor_fusion:recorded_cpu_wait_us=1;2,unprofiled_cpu_wait_us=3.5,world_size=2") \
+        == "tensor_fusion:world_size=2"
     assert repredict.without_waits("amp") == "amp"
 
 
