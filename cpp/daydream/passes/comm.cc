@@ -188,6 +188,25 @@ int32_t Consumer(const Graph& g, int32_t iteration, int32_t first_producer) {
   return cpu >= 0 ? cpu : g.iterations[static_cast<size_t>(iteration)].end_task;
 }
 
+// On a graph whose collectives run on CPU threads (no GPU work): the first
+// task of `iteration` on `thread` after the iteration's last backward task
+// there. DDP's finalize waits for every bucket's all-reduce at the end of
+// backward (autograd's final callback), before backward returns, so that
+// task and the framework time before it come after the all-reduces, not
+// beside them. -1: none (no backward task there: a graph without phases).
+int32_t AfterBackward(const Graph& g, int32_t iteration, int32_t thread) {
+  int64_t last = -1;
+  for (size_t t = 0; t < g.tasks.size(); ++t) {  // ordered by recorded start
+    const Task& x = g.tasks[t];
+    if (x.iteration == iteration && x.resource == thread && x.phase == Phase::kBackward) last = static_cast<int64_t>(t);
+  }
+  if (last < 0) return -1;
+  for (size_t t = static_cast<size_t>(last) + 1; t < g.tasks.size(); ++t) {
+    if (g.tasks[t].iteration == iteration && g.tasks[t].resource == thread) return static_cast<int32_t>(t);
+  }
+  return -1;
+}
+
 int32_t ProducerIn(const Tensor& t, int32_t iteration) {
   if (!t.producers.empty()) return t.producers[static_cast<size_t>(iteration)];
   return -1;
@@ -579,6 +598,10 @@ absl::StatusOr<int64_t> InsertAllReduces(Graph& graph, const AllReducePlan& plan
   channel.name = graph.strings.Intern(StrCat("network: all-reduce (", plan.world_size, " ranks, ",
                                              plan.algorithm == CollectiveAlgorithm::kRing ? "ring" : "tree", ")"));
   const int32_t resource = graph.AddResource(channel);
+  // Without recorded all-reduces (whose waiters the graph holds) on CPU
+  // ranks, what follows backward on its thread waits for them (AfterBackward).
+  const bool finalize_waits = waiters.empty() && !HasGpuWork(graph);
+  size_t report_finalize = 0;
   int32_t previous = -1;
   int64_t inserted = 0;
   // For the note: the first iteration that communicates.
@@ -604,6 +627,20 @@ absl::StatusOr<int64_t> InsertAllReduces(Graph& graph, const AllReducePlan& plan
       }
     }
     const int32_t consumer = Consumer(graph, it, first_producer);
+    int32_t after_backward = -1;
+    if (finalize_waits) {
+      int32_t last_producer = -1;
+      for (const auto& bucket : buckets) {
+        for (int32_t t : bucket) last_producer = std::max(last_producer, ProducerIn(graph.tensors[static_cast<size_t>(t)], it));
+      }
+      after_backward = AfterBackward(graph, it, graph.tasks[static_cast<size_t>(last_producer)].resource);
+      for (const auto& bucket : buckets) {
+        for (int32_t t : bucket) {
+          if (ProducerIn(graph.tensors[static_cast<size_t>(t)], it) == after_backward) after_backward = -1;
+        }
+      }
+      if (after_backward >= 0) ++report_finalize;
+    }
     const bool report = report_buckets == 0;
     if (report) report_buckets = buckets.size();
     // Replayed ready times, and each bucket's gap: since the bucket before
@@ -685,6 +722,9 @@ absl::StatusOr<int64_t> InsertAllReduces(Graph& graph, const AllReducePlan& plan
         editor.AddEdge(ProducerIn(graph.tensors[static_cast<size_t>(t)], it), id, EdgeKind::kData);
       }
       editor.AddEdge(id, consumer, EdgeKind::kData);
+      if (after_backward >= 0) {
+        editor.AddEdge(id, after_backward, EdgeKind::kData, graph.tasks[static_cast<size_t>(after_backward)].gap_ns);
+      }
       // What runs on the issuing thread, in order after the bucket's last
       // gradient: DDP's reducer work and the latency paid there (the
       // all-reduce waits for them), then the collective's CPU share (the
@@ -789,6 +829,11 @@ absl::StatusOr<int64_t> InsertAllReduces(Graph& graph, const AllReducePlan& plan
                       linked_waiters > 0
                           ? StrCat("; ", linked_waiters, " tasks that waited for the recorded all-reduces (DDP's "
                                    "copy of the buckets into the gradients) wait for each iteration's last bucket")
+                          : std::string(),
+                      report_finalize > 0
+                          ? StrCat("; in ", report_finalize, " iterations the task after backward on its thread, and "
+                                   "the framework time before it, wait for the all-reduces (DDP's finalize blocks "
+                                   "the CPU rank at the end of backward)")
                           : std::string()));
   return inserted;
 }
@@ -1145,7 +1190,8 @@ PassInfo DataParallelPassInfo() {
       "order gradients become ready (DDP: bucket_mb, first bucket first_bucket_mb; a bucket closes once it holds "
       "at least its cap); a bucket's all-reduce starts "
       "when its last gradient is ready and runs overlapped with the rest of backward; the optimizer step waits "
-      "for all of them. Time per all-reduce from the alpha-beta model (ring 2(N-1)a + 2(N-1)/N b/B; tree "
+      "for all of them, and on a CPU-only graph so does the first task after backward on its thread, after its "
+      "framework time (DDP's finalize blocks a CPU rank at the end of backward). Time per all-reduce from the alpha-beta model (ring 2(N-1)a + 2(N-1)/N b/B; tree "
       "2 log2(N) a + 2 b/B), plus gap_latency's extra for the compute since the rank's previous bucket, and "
       "on an iteration's first all-reduce straggler_us (the wait for the slowest rank); with queued_latency_us, "
       "an all-reduce ready while the one before it still runs takes that latency instead, and no gap_latency; "

@@ -486,6 +486,42 @@ TEST_CASE("data_parallel makes the CPU optimizer or the step's end wait when the
   }
 }
 
+TEST_CASE("data_parallel on CPU ranks makes what follows backward on its thread, and the framework time before "
+          "it, wait for the all-reduces", "[comm]") {
+  // DDP's finalize waits for every bucket's all-reduce at the end of
+  // backward, before loss.backward() returns: on a CPU rank (gloo) the
+  // thread blocks there, so the task after backward starts its framework
+  // time (gap) once the all-reduces have ended, not beside them.
+  TrainingGraphOptions o = CpuRanks();
+  o.gpu_optimizer = true;   // "opt#N" after backward on the thread that runs it (a CPU op here)
+  o.cpu_optimizer = false;
+  TrainingGraph t(o);
+  for (int32_t opt : t.gpu_opt) t.g.tasks[static_cast<size_t>(opt)].gap_ns = 100 * kUs;
+  PassContext context;
+  // 1 ms per ring step: each iteration's all-reduces end well after its backward.
+  REQUIRE(RunOk("data_parallel", {{"world_size", "2"}, {"bucket_mb", "0"}, {"network", "ethernet10"},
+                                  {"latency_us", "1000"}}, t.g, &context));
+  absl::StatusOr<Schedule> s = Simulate(t.g);
+  REQUIRE(s.ok());
+  for (size_t it = 0; it < t.gpu_opt.size(); ++it) {
+    TimeNs last_end = 0;
+    for (int32_t ar : Inserted(t.g)) {
+      if (t.g.tasks[static_cast<size_t>(ar)].iteration == static_cast<int32_t>(it)) {
+        last_end = std::max(last_end, s->end_ns[static_cast<size_t>(ar)]);
+      }
+    }
+    INFO(it);
+    REQUIRE(last_end > s->end_ns[static_cast<size_t>(t.producers[it].back())] + 100 * kUs);
+    CHECK(s->start_ns[static_cast<size_t>(t.gpu_opt[it])] == last_end + 100 * kUs);
+  }
+  CHECK_THAT(context.notes.back(), Catch::Contains("in 2 iterations the task after backward on its thread"));
+  // On a GPU graph the rank's CPU does not block (the optimizer's kernels wait on the device): no such wait.
+  TrainingGraph gpu;
+  PassContext gpu_context;
+  REQUIRE(RunOk("data_parallel", {{"world_size", "2"}, {"bucket_mb", "0"}}, gpu.g, &gpu_context));
+  CHECK_THAT(gpu_context.notes.back(), !Catch::Contains("the task after backward"));
+}
+
 TEST_CASE("data_parallel makes the optimizer step wait, not a zero_grad that ran before backward",
           "[comm]") {
   // The usual loop: zero_grad(); forward; backward; step(). zero_grad's
