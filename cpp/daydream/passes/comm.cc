@@ -189,20 +189,19 @@ int32_t Consumer(const Graph& g, int32_t iteration, int32_t first_producer) {
 }
 
 // On a graph whose collectives run on CPU threads (no GPU work): the first
-// task of `iteration` on `thread` after the iteration's last backward task
-// there. DDP's finalize waits for every bucket's all-reduce at the end of
-// backward (autograd's final callback), before backward returns, so that
-// task and the framework time before it come after the all-reduces, not
-// beside them. -1: none (no backward task there: a graph without phases).
-int32_t AfterBackward(const Graph& g, int32_t iteration, int32_t thread) {
-  int64_t last = -1;
-  for (size_t t = 0; t < g.tasks.size(); ++t) {  // ordered by recorded start
-    const Task& x = g.tasks[t];
-    if (x.iteration == iteration && x.resource == thread && x.phase == Phase::kBackward) last = static_cast<int64_t>(t);
-  }
-  if (last < 0) return -1;
-  for (size_t t = static_cast<size_t>(last) + 1; t < g.tasks.size(); ++t) {
-    if (g.tasks[t].iteration == iteration && g.tasks[t].resource == thread) return static_cast<int32_t>(t);
+// of an iteration's tasks (`tasks`, in recorded order) on `thread` after the
+// iteration's last backward task there. DDP's finalize waits for every
+// bucket's all-reduce at the end of backward (autograd's final callback),
+// before backward returns, so that task and the framework time before it
+// come after the all-reduces, not beside them. -1: none (no backward task
+// there: a graph without phases).
+int32_t AfterBackward(const Graph& g, const std::vector<int32_t>& tasks, int32_t thread) {
+  int32_t after = -1;
+  for (auto it = tasks.rbegin(); it != tasks.rend(); ++it) {
+    const Task& x = g.tasks[static_cast<size_t>(*it)];
+    if (x.resource != thread) continue;
+    if (x.phase == Phase::kBackward) return after;
+    after = *it;
   }
   return -1;
 }
@@ -601,6 +600,11 @@ absl::StatusOr<int64_t> InsertAllReduces(Graph& graph, const AllReducePlan& plan
   // Without recorded all-reduces (whose waiters the graph holds) on CPU
   // ranks, what follows backward on its thread waits for them (AfterBackward).
   const bool finalize_waits = waiters.empty() && !HasGpuWork(graph);
+  std::vector<std::vector<int32_t>> by_iteration(finalize_waits ? graph.iterations.size() : 0);
+  for (size_t t = 0; t < graph.tasks.size() && finalize_waits; ++t) {  // ids in recorded order
+    const int32_t i = graph.tasks[t].iteration;
+    if (i >= 0 && static_cast<size_t>(i) < by_iteration.size()) by_iteration[static_cast<size_t>(i)].push_back(static_cast<int32_t>(t));
+  }
   size_t report_finalize = 0;
   int32_t previous = -1;
   int64_t inserted = 0;
@@ -633,7 +637,10 @@ absl::StatusOr<int64_t> InsertAllReduces(Graph& graph, const AllReducePlan& plan
       for (const auto& bucket : buckets) {
         for (int32_t t : bucket) last_producer = std::max(last_producer, ProducerIn(graph.tensors[static_cast<size_t>(t)], it));
       }
-      after_backward = AfterBackward(graph, it, graph.tasks[static_cast<size_t>(last_producer)].resource);
+      if (last_producer >= 0) {
+        after_backward = AfterBackward(graph, by_iteration[static_cast<size_t>(it)],
+                                       graph.tasks[static_cast<size_t>(last_producer)].resource);
+      }
       for (const auto& bucket : buckets) {
         for (int32_t t : bucket) {
           if (ProducerIn(graph.tensors[static_cast<size_t>(t)], it) == after_backward) after_backward = -1;
