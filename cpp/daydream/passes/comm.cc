@@ -471,9 +471,13 @@ absl::StatusOr<RecordedShares> RemoveRecordedCpuShares(Graph& graph, const std::
       }
     }
   };
+  // With the unprofiled wait, that goes over the whole backward instead of
+  // what each recorded all-reduce overlapped.
+  const bool unprofiled = unprofiled_wait_us >= 0;
+  if (unprofiled) SpreadOverBackward(graph, replay, old, unprofiled_wait_us * 1e3, pieces);
   std::vector<TimeNs> overlapped_by(old.size(), 0);
   std::vector<double> iteration_overlap(graph.iterations.size(), 0);
-  for (size_t k = 0; k < old.size(); ++k) {
+  for (size_t k = 0; k < old.size() && !unprofiled; ++k) {
     const auto t = static_cast<size_t>(old[k]);
     for_each_overlap(replay.start_ns[t], replay.end_ns[t], [&](Piece&, TimeNs o) { overlapped_by[k] += o; });
     const int32_t it = graph.tasks[t].iteration;
@@ -481,8 +485,6 @@ absl::StatusOr<RecordedShares> RemoveRecordedCpuShares(Graph& graph, const std::
       iteration_overlap[static_cast<size_t>(it)] += static_cast<double>(overlapped_by[k]);
     }
   }
-  const bool unprofiled = unprofiled_wait_us >= 0;
-  if (unprofiled) SpreadOverBackward(graph, replay, old, unprofiled_wait_us * 1e3, pieces);
   for (size_t k = 0; k < old.size() && !unprofiled; ++k) {
     const int32_t t = old[k];
     const Task& c = graph.tasks[static_cast<size_t>(t)];

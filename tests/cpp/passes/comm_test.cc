@@ -1334,6 +1334,19 @@ TEST_CASE("tensor_fusion with bucket_cpu_latency takes the recorded all-reduces'
              Catch::Contains("the all-reduces' latencies, paid by the issuing thread before each"));
 }
 
+// tensor_fusion (with a CPU share) refuses each of `bad` as `option`'s value,
+// naming the option.
+void CheckRefusedByName(const TrainingGraphOptions& o, const std::string& option,
+                        std::initializer_list<const char*> bad) {
+  for (const char* value : bad) {
+    INFO(value);
+    TrainingGraph t(o);
+    const absl::Status s = RunError("tensor_fusion", {{"comm_cpu_share", "0.5"}, {option, value}}, t.g);
+    CHECK(s.code() == absl::StatusCode::kInvalidArgument);
+    CHECK_THAT(std::string(s.message()), Catch::Contains(option));
+  }
+}
+
 TEST_CASE("tensor_fusion with recorded_cpu_wait_us takes the measured wait for a core off the overlapped work",
           "[comm]") {
   // The thread that computes was measured to wait W us for a core in each
@@ -1381,13 +1394,7 @@ TEST_CASE("tensor_fusion with recorded_cpu_wait_us takes the measured wait for a
   // A wait longer than the overlap takes the overlap.
   CHECK(std::llabs(untouched - work_after("1000000;1000000", "0.5") - overlap) <= 24);
   // Bad values and counts are refused by name.
-  for (const char* bad : {"5", "5;7;9", "5;-1", "5;x"}) {
-    INFO(bad);
-    TrainingGraph t(o);
-    const absl::Status s = RunError("tensor_fusion", {{"comm_cpu_share", "0.5"}, {"recorded_cpu_wait_us", bad}}, t.g);
-    CHECK(s.code() == absl::StatusCode::kInvalidArgument);
-    CHECK_THAT(std::string(s.message()), Catch::Contains("recorded_cpu_wait_us"));
-  }
+  CheckRefusedByName(o, "recorded_cpu_wait_us", {"5", "5;7;9", "5;-1", "5;x"});
 }
 
 // The issuing thread's time in each iteration's window for
@@ -1494,13 +1501,7 @@ TEST_CASE("tensor_fusion with unprofiled_cpu_wait_us takes the unprofiled wait f
   // A wait longer than the window takes all of the window's work.
   CHECK(std::llabs(untouched - work_after({{"unprofiled_cpu_wait_us", "1000000"}}) - others) <= 24);
   // Bad values are refused by name.
-  for (const char* bad : {"-2", "1e10", "nan", "x"}) {
-    INFO(bad);
-    TrainingGraph t(o);
-    const absl::Status s = RunError("tensor_fusion", {{"comm_cpu_share", "0.5"}, {"unprofiled_cpu_wait_us", bad}}, t.g);
-    CHECK(s.code() == absl::StatusCode::kInvalidArgument);
-    CHECK_THAT(std::string(s.message()), Catch::Contains("unprofiled_cpu_wait_us"));
-  }
+  CheckRefusedByName(o, "unprofiled_cpu_wait_us", {"-2", "1e10", "nan", "x"});
 }
 
 TEST_CASE("tensor_fusion drops a wait for a recorded all-reduce by a task that ran before the gradients were all produced",
