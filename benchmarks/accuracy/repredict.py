@@ -11,7 +11,8 @@ each graph is predicted with the row's own options and without the training
 thread's measured waits for a core (``recorded_cpu_wait_us`` and
 ``unprofiled_cpu_wait_us``: tensor_fusion then takes ``comm_cpu_share`` of
 the recorded all-reduces' time instead).
-Prints each row's error % (ratio carry-over, as the table's headline) and
+Prints each row's error % (ratio carry-over against the capture's replay;
+the table's tensor_fusion rows now take it against the repriced capture) and
 the median / mean / max |error| of each way.
 
     python benchmarks/accuracy/run.py --experiments tensor_fusion,tensor_fusion_reverse --save-traces DIR --json DIR.json

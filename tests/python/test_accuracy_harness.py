@@ -504,15 +504,17 @@ def test_a_tensor_fusion_row_names_its_blocking_gap_and_compares_data_parallels(
 def test_a_tensor_fusion_row_compares_the_prediction_without_bucket_cpu_latency(monkeypatch):
     run = load_run()
     calls = []
-    monkeypatch.setattr(run, "predict", lambda prof, opt, options: calls.append((opt, options)) or {"options": options})
+    monkeypatch.setattr(run, "predict", lambda prof, opt, options, recorded=None:
+                        calls.append((opt, options, recorded)) or {"options": options})
     options = {"world_size": 2, "queued_latency_us": 250.0, "bucket_cpu_latency": "50:300.0;400:700.0"}
     out = {}
-    run.add_without_bucket_latency(out, "prof", options)
-    assert calls == [("tensor_fusion", {"world_size": 2, "queued_latency_us": 250.0, "bucket_cpu_latency": ""})]
+    caps = {"bucket_mb": 25, "first_bucket_mb": 25}
+    run.add_without_bucket_latency(out, "prof", options, caps)
+    assert calls == [("tensor_fusion", {"world_size": 2, "queued_latency_us": 250.0, "bucket_cpu_latency": ""}, caps)]
     # Without the calibration's points there is nothing to compare.
     calls.clear()
     out = {}
-    run.add_without_bucket_latency(out, "prof", {"world_size": 2, "queued_latency_us": 250.0})
+    run.add_without_bucket_latency(out, "prof", {"world_size": 2, "queued_latency_us": 250.0}, caps)
     assert calls == [] and "prediction_no_bucket_latency" not in out
 
     r = tensor_fusion_row("tensor_fusion_reverse", "transformer", {"baseline": "DDP x2, bucket_cap_mb=25",
@@ -601,3 +603,68 @@ def test_repredict_fits_a_kept_capture_both_ways_and_predicts_it_four(tmp_path):
     assert errors == pytest.approx([errors[0]] * 4, rel=1e-9)
     # A row without a kept capture, or one kept before the Profiler's measurements were, is skipped.
     assert repredict.errors(dict(row, model="cnn"), tmp_path) is None
+
+
+def test_predict_with_the_recorded_options_reprices_the_capture_through_the_same_pass(monkeypatch):
+    import daydream
+
+    run = load_run()
+    calls = []
+
+    class Prof:
+        capture_tries, plain_step_ms, plain_step_after_ms, overhead = [], 2.0, 2.0, None
+
+        def speed_drift(self):
+            return None
+
+    class P:
+        def __init__(self, ms):
+            self.opts, self.measured_ms, self.replayed_ms, self.predicted_ms = ["x"], 3.0, 2.0, ms
+            self.speedup, self.notes, self.by_phase = 2.0 / ms, [], {}
+
+    def fake(prof, opt, **options):
+        calls.append((opt, options))
+        return P(1.0 if options.get("bucket_mb", 25) == 25 else 2.5)
+
+    monkeypatch.setattr(daydream, "predict", fake)
+    options = {"world_size": 2, "bucket_mb": 25, "first_bucket_mb": 25, "latency_us": 80.0}
+    pred = run.predict(Prof(), "tensor_fusion", options, {"bucket_mb": 0.01, "first_bucket_mb": 0.01})
+    # The pass again, every option the same but the captured buckets.
+    assert calls == [("tensor_fusion", options),
+                     ("tensor_fusion", {**options, "bucket_mb": 0.01, "first_bucket_mb": 0.01})]
+    assert pred["repriced_ms"] == 2.5 and pred["raw_predicted_ms"] == 1.0 and pred["replayed_ms"] == 2.0
+    calls.clear()
+    assert run.predict(Prof(), "amp", {})["repriced_ms"] is None and len(calls) == 1
+
+
+def test_finish_takes_a_tensor_fusion_speed_up_against_the_repriced_capture():
+    run = load_run()
+
+    def pred(raw, repriced):
+        return {"raw_predicted_ms": raw, "replayed_ms": 4.0, "speedup": 4.0 / raw, "repriced_ms": repriced,
+                "profiled_measured_ms": 6.0}
+
+    row = {"baseline": {"median_ms": 5.0}, "optimized": {"median_ms": 4.0}, "round_speedups": [1.2, 1.3],
+           "prediction": pred(2.0, 3.0), "prediction_no_gap": pred(2.4, 3.2)}
+    run.finish(row)
+    # 5.0 ms unprofiled / (3.0 repriced / 2.0 predicted), not 5.0 / (4.0 replayed / 2.0).
+    assert row["predicted_ms"] == pytest.approx(5.0 * 2.0 / 3.0)
+    assert row["predicted_speedup"] == pytest.approx(1.5)
+    assert row["error_pct"] == pytest.approx(100 * (5.0 * 2.0 / 3.0 - 4.0) / 4.0)
+    assert row["predicted_replay_ratio_ms"] == pytest.approx(2.5)
+    assert row["error_replay_ratio_pct"] == pytest.approx(-37.5)
+    assert row["repriced_baseline_error_pct"] == pytest.approx(-40.0)
+    # The additive carry-over takes the change from the same repriced capture.
+    assert row["predicted_additive_ms"] == pytest.approx(5.0 + 2.0 - 3.0)
+    # A comparison prediction against its own repriced capture.
+    assert row["prediction_no_gap"]["predicted_ms"] == pytest.approx(5.0 * 2.4 / 3.2)
+    s = run.summary([{**row, "experiment": "tensor_fusion", "model": "mlp"}])
+    assert s["replay_ratio_count"] == 1 and s["replay_ratio_max_abs_error_pct"] == pytest.approx(37.5)
+
+    # Without a repriced capture (every other pass): against the replay, as before.
+    single = {"baseline": {"median_ms": 5.0}, "optimized": {"median_ms": 4.0}, "round_speedups": [1.2, 1.3],
+              "prediction": pred(2.0, None)}
+    run.finish(single)
+    assert single["predicted_ms"] == pytest.approx(2.5) and "error_replay_ratio_pct" not in single
+    assert single["predicted_additive_ms"] == pytest.approx(3.0)
+    assert run.summary([{**single, "experiment": "amp", "model": "mlp"}]).get("replay_ratio_count") is None
