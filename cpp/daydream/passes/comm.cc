@@ -391,8 +391,9 @@ void SpreadOverBackward(const Graph& graph, const Schedule& replay, const std::v
 // the tasks on the threads that issued the all-reduces, and the framework time
 // (gap) before each, in proportion to their overlap with it; a gap in which an
 // all-reduce ended is left alone (the thread waited for it: idle time). The
-// calls in `issues` go whole; their share is what is left of them once the
-// all-reduce's share is taken out: what issuing one costs. `waited_us`, when
+// calls in `issues` go whole; what issuing one costs is what is left of
+// them once the all-reduce's share is taken out, or where that is less,
+// their time from the start of the all-reduce they issued. `waited_us`, when
 // not empty (one per iteration): how long the issuing thread was measured to
 // wait for a core in each recorded iteration (Linux schedstat, which
 // daydream.Profiler reads): that much of the iteration's overlapped time
@@ -411,7 +412,7 @@ void SpreadOverBackward(const Graph& graph, const Schedule& replay, const std::v
 // longer than in a step run without the profiler.
 struct RecordedShares {
   TimeNs removed_ns = 0;  // taken off the thread's other work
-  TimeNs call_ns = 0;     // the calls' median less the all-reduce share they hold
+  TimeNs call_ns = 0;     // the calls' median, less the all-reduce's share or what ran after it began
 };
 absl::StatusOr<RecordedShares> RemoveRecordedCpuShares(Graph& graph, const std::vector<int32_t>& old,
                                                        const std::vector<int32_t>& issues, const AllReducePlan& plan,
@@ -512,6 +513,18 @@ absl::StatusOr<RecordedShares> RemoveRecordedCpuShares(Graph& graph, const std::
       p.cut += take * static_cast<double>(o) / static_cast<double>(overlapped);
     });
   }
+  // The recorded all-reduces' spans by start. Once the all-reduce a call
+  // issued has begun, what is left of the call was that all-reduce's CPU
+  // time on the core (gloo's threads preempting the caller) or a wait for
+  // it, not the call's own work; the new buckets are priced for that
+  // themselves (comm_cpu_share, bucket_cpu_latency).
+  std::vector<std::pair<TimeNs, TimeNs>> spans;
+  for (int32_t t : old) spans.emplace_back(replay.start_ns[static_cast<size_t>(t)], replay.end_ns[static_cast<size_t>(t)]);
+  std::sort(spans.begin(), spans.end());
+  auto after_issued = [&](TimeNs a, TimeNs b) {  // the call's time from the first all-reduce begun in it
+    auto it = std::lower_bound(spans.begin(), spans.end(), std::make_pair(a, std::numeric_limits<TimeNs>::min()));
+    return it != spans.end() && it->first < b ? b - it->first : TimeNs{0};
+  };
   RecordedShares result;
   std::vector<TimeNs> call_ns;
   for (const std::vector<Piece>& list : pieces) {
@@ -520,7 +533,9 @@ absl::StatusOr<RecordedShares> RemoveRecordedCpuShares(Graph& graph, const std::
       TimeNs& field = p.gap ? task.gap_ns : task.duration_ns;
       const TimeNs cut = std::min(field, RoundNs(p.cut));
       if (issuing[static_cast<size_t>(p.task)]) {
-        call_ns.push_back(task.duration_ns - cut);  // the call goes whole: nothing is cut
+        // The call goes whole: nothing is cut; what issuing one costs is
+        // what is left of it beside the all-reduces (at least the share).
+        call_ns.push_back(task.duration_ns - std::min(task.duration_ns, std::max(cut, after_issued(p.from, p.to))));
         continue;
       }
       field -= cut;

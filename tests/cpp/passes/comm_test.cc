@@ -1243,6 +1243,42 @@ TrainingGraphOptions GlooRanksWithShortAllReduces() {
   return o;
 }
 
+TEST_CASE("tensor_fusion issues each new bucket with what the recorded calls took before their all-reduce began",
+          "[comm]") {
+  // Each call issues its gradient's all-reduce 5 us into its 20 us (a
+  // start-to-start edge). The rest of the call ran while the all-reduce did:
+  // gloo's threads preempting the caller (as SCHED_FIFO ones do at once),
+  // which the new buckets' CPU share prices; issuing one costs the 5 us.
+  const TrainingGraphOptions o = GlooRanksWithShortAllReduces();
+  TrainingGraph t(o);
+  for (int it = 0; it < o.iterations; ++it) {
+    std::vector<int32_t> calls, ars;
+    for (size_t i = 0; i < t.g.tasks.size(); ++i) {
+      const Task& x = t.g.tasks[i];
+      if (x.iteration != it) continue;
+      if (t.g.Str(x.name) == "c10d::allreduce_") calls.push_back(static_cast<int32_t>(i));
+      if (x.kind == TaskKind::kCollective && x.resource == t.nccl) ars.push_back(static_cast<int32_t>(i));
+    }
+    REQUIRE(calls.size() == 3);
+    REQUIRE(ars.size() == 3);
+    for (size_t j = 0; j < calls.size(); ++j) t.g.AddEdge(calls[j], ars[j], EdgeKind::kBlockingLaunch, 5 * kUs);
+  }
+  t.g.BuildAdjacency();
+  PassContext context;
+  // A small share: what it takes off a call (0.1 of the 15 us it overlapped)
+  // is less than the time after its all-reduce began.
+  REQUIRE(RunOk("tensor_fusion", {{"network", "ethernet10"}, {"latency_us", "1000"}, {"comm_cpu_share", "0.1"}},
+                t.g, &context));
+  CHECK_THAT(context.notes.back(), Catch::Contains("the recorded calls' median 5 us to issue each"));
+  int reducers = 0;
+  for (const Task& x : t.g.tasks) {
+    if (!StartsWith(t.g.Str(x.name), "DDP reducer: bucket ")) continue;
+    ++reducers;
+    CHECK(x.duration_ns == 5 * kUs);
+  }
+  CHECK(reducers > 0);
+}
+
 TEST_CASE("tensor_fusion takes the recorded all-reduces' CPU share off the work they overlapped", "[comm]") {
   // gloo's threads took comm_cpu_share of the core while each recorded
   // all-reduce ran, from whatever the thread that computes ran then: the
