@@ -519,7 +519,9 @@ absl::StatusOr<RecordedShares> RemoveRecordedCpuShares(Graph& graph, const std::
   // it, not the call's own work; the new buckets are priced for that
   // themselves (comm_cpu_share, bucket_cpu_latency).
   std::vector<std::pair<TimeNs, TimeNs>> spans;
-  for (int32_t t : old) spans.emplace_back(replay.start_ns[static_cast<size_t>(t)], replay.end_ns[static_cast<size_t>(t)]);
+  for (int32_t t : old) {
+    spans.emplace_back(replay.start_ns[static_cast<size_t>(t)], replay.end_ns[static_cast<size_t>(t)]);
+  }
   std::sort(spans.begin(), spans.end());
   auto after_issued = [&](TimeNs a, TimeNs b) {  // the call's time from the first all-reduce begun in it
     auto it = std::lower_bound(spans.begin(), spans.end(), std::make_pair(a, std::numeric_limits<TimeNs>::min()));
