@@ -760,6 +760,34 @@ def job_spread(rows: List[Dict[str, Any]]) -> None:
                 mine[exp]["job_medians_ms"] = medians
                 mine[exp]["job_noise_pct"] = spread
                 mine[exp]["within_noise"] = abs(mine[exp]["error_pct"]) <= max(mine[exp]["noise_pct"], spread)
+    speedup_spread(rows)
+
+
+def speedup_spread(rows: List[Dict[str, Any]]) -> None:
+    """The same speed-up measured by two jobs: tensor_fusion's (small
+    buckets -> one) and tensor_fusion_reverse's the other way round, where
+    the one's baseline is the other's optimized configuration. Their
+    distance in % of the smaller, as ``speedup_jobs_pct`` (with
+    ``speedup_jobs``, tensor_fusion's speed-up and the reverse's inverted)
+    on both rows. The one-bucket step's spread (``job_noise_pct``) misses
+    how far the small buckets' step moves between jobs; a tensor_fusion
+    row's error follows its speed-up, so one within this is within the
+    noise too."""
+    for name in {r["model"] for r in rows}:
+        mine = {r["experiment"]: r for r in rows if r["model"] == name and "skipped" not in r}
+        fwd, rev = mine.get("tensor_fusion"), mine.get("tensor_fusion_reverse")
+        if not fwd or not rev:
+            continue
+        cf, cr = fwd.get("config", {}), rev.get("config", {})
+        if not (cf.get("baseline") and cf.get("baseline") == cr.get("optimized")
+                and cf.get("optimized") == cr.get("baseline")) or not rev["measured_speedup"] > 0:
+            continue
+        speedups = {"tensor_fusion": fwd["measured_speedup"], "tensor_fusion_reverse": 1.0 / rev["measured_speedup"]}
+        spread = 100.0 * (max(speedups.values()) - min(speedups.values())) / min(speedups.values())
+        for r in (fwd, rev):
+            r["speedup_jobs"] = speedups
+            r["speedup_jobs_pct"] = spread
+            r["within_noise"] = r["within_noise"] or abs(r["error_pct"]) <= spread
 
 
 def additive(row: Dict[str, Any]) -> None:
@@ -926,7 +954,9 @@ def table(rows: List[Dict[str, Any]], meta: Dict[str, Any]) -> str:
         "per-round measured speed-ups, in % of the measured speed-up; on the two-process rows, (jobs N) is how far "
         "the one-bucket DDP step's median moved between the separate jobs of this run that measured it "
         "(data_parallel's and tensor_fusion's optimized steps, tensor_fusion_reverse's baseline), in % of the "
-        "smallest, and an error within it counts as within noise. Direct = daydream's own predicted_ms "
+        "smallest, and on the tensor_fusion rows (speed-up N) how far the same speed-up moved between the two "
+        "jobs that measured it (tensor_fusion's, and tensor_fusion_reverse's the other way round), in % of the "
+        "smaller; an error within either counts as within noise. Direct = daydream's own predicted_ms "
         "(the captured graph has the profiler's overhead removed).",
         "",
         "| experiment | model | predicted ms | measured ms | error % | spread (p10–p90) ms | baseline ms "
@@ -945,9 +975,8 @@ def table(rows: List[Dict[str, Any]], meta: Dict[str, Any]) -> str:
         lines.append(
             f"| {label} | {r['model']} | {r['predicted_ms']:.3f} | {r['measured_ms']:.3f} | "
             f"{r['error_pct']:+.1f}{mark} | {fmt_spread(r['optimized'])} | {r['baseline']['median_ms']:.3f} | "
-            f"{r['predicted_speedup']:.3f} / {r['measured_speedup']:.3f} | {r['noise_pct']:.1f}"
-            + (f" (jobs {r['job_noise_pct']:.1f})" if "job_noise_pct" in r else "")
-            + f" | {r['prediction']['raw_predicted_ms']:.3f} | {r['error_direct_pct']:+.1f} |")
+            f"{r['predicted_speedup']:.3f} / {r['measured_speedup']:.3f} | {noise_cell(r)} | "
+            f"{r['prediction']['raw_predicted_ms']:.3f} | {r['error_direct_pct']:+.1f} |")
     extra = []
     for r in rows:
         net = r.get("network")
@@ -1057,7 +1086,11 @@ def table(rows: List[Dict[str, Any]], meta: Dict[str, Any]) -> str:
             f"{TARGET_MEDIAN:g}%: {'met' if s['median_met'] else 'missed'}), max |error| "
             f"{s['max_abs_error_pct']:.1f}% ({s['max_row']}; target none above {TARGET_MAX:g}%: "
             f"{'met' if s['max_met'] else 'missed'}); {s['above_max']} above {TARGET_MAX:g}%, "
-            f"{s['within_noise']} within the run's own noise. Skipped: {s['skipped']}. With the additive "
+            f"{s['within_noise']} within the run's own noise"
+            + (f" (the tensor_fusion speed-up moved by {s['speedup_jobs_min_pct']:.1f}–"
+               f"{s['speedup_jobs_max_pct']:.1f}% between the two jobs that measured it)"
+               if s.get("speedup_jobs_max_pct") is not None else "")
+            + f". Skipped: {s['skipped']}. With the additive "
             f"carry-over instead (unprofiled baseline + predicted change in ms; `predicted_additive_ms` in the "
             f"JSON): median |error| {s['additive_median_abs_error_pct']:.1f}%, max "
             f"{s['additive_max_abs_error_pct']:.1f}%. Direct (daydream's own `predicted_ms`, the profiler's "
@@ -1075,10 +1108,19 @@ def table(rows: List[Dict[str, Any]], meta: Dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def noise_cell(r: Dict[str, Any]) -> str:
+    """The noise column: the round-to-round noise, then what moved between
+    jobs (the one DDP step, the tensor_fusion speed-up) where measured."""
+    between = [f"{label} {r[key]:.1f}" for key, label in (("job_noise_pct", "jobs"), ("speedup_jobs_pct", "speed-up"))
+               if key in r]
+    return f"{r['noise_pct']:.1f}" + (f" ({'; '.join(between)})" if between else "")
+
+
 def summary(rows: List[Dict[str, Any]]) -> Dict[str, Any]:
     done = [r for r in rows if "skipped" not in r]
     errs = [abs(r["error_pct"]) for r in done]
     worst = max(done, key=lambda r: abs(r["error_pct"])) if done else None
+    between = [r["speedup_jobs_pct"] for r in done if r["experiment"] == "tensor_fusion" and "speedup_jobs_pct" in r]
     return {
         "count": len(done),
         "skipped": len(rows) - len(done),
@@ -1089,6 +1131,8 @@ def summary(rows: List[Dict[str, Any]]) -> Dict[str, Any]:
         "max_met": bool(errs) and max(errs) <= TARGET_MAX,
         "above_max": sum(e > TARGET_MAX for e in errs),
         "within_noise": sum(r["within_noise"] for r in done),
+        "speedup_jobs_min_pct": min(between) if between else None,
+        "speedup_jobs_max_pct": max(between) if between else None,
         "additive_median_abs_error_pct": statistics.median(abs(r["error_additive_pct"]) for r in done) if done else None,
         "additive_max_abs_error_pct": max(abs(r["error_additive_pct"]) for r in done) if done else None,
         "direct_median_abs_error_pct": statistics.median(abs(r["error_direct_pct"]) for r in done) if done else None,

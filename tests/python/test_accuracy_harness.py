@@ -125,6 +125,44 @@ def test_job_spread_reads_the_same_ddp_step_measured_by_separate_jobs():
         assert "job_noise_pct" not in r and not r["within_noise"]
 
 
+def test_speedup_spread_compares_the_tensor_fusion_speed_up_its_two_jobs_measured():
+    run = load_run()
+
+    def row(exp, model, base, opt, speedup, error, caps=("small", "one")):
+        if exp == "tensor_fusion_reverse":
+            caps = caps[::-1]
+        return {"experiment": exp, "model": model, "error_pct": error, "noise_pct": 2.0, "within_noise": False,
+                "measured_speedup": speedup, "baseline": {"median_ms": base}, "optimized": {"median_ms": opt},
+                "config": {"gradient_mb": 0.3, "baseline": caps[0], "optimized": caps[1]}}
+
+    rows = [
+        # small -> one bucket measured 1.25x in one job; the reverse 0.8x in
+        # another, i.e. 1.25x: no spread. Errors of 3% stay outside the noise.
+        row("tensor_fusion", "mlp", 5.0, 4.0, 1.25, +3.0),
+        row("tensor_fusion_reverse", "mlp", 4.0, 5.0, 0.8, -3.0),
+        # 1.2x forward, 1 / 0.75 = 1.333x reverse: 11.1% apart.
+        row("tensor_fusion", "cnn", 6.0, 5.0, 1.2, +10.0),
+        row("tensor_fusion_reverse", "cnn", 4.5, 6.0, 0.75, -12.0),
+        # The reverse ran other bucket caps: not the same speed-up.
+        row("tensor_fusion", "big", 6.0, 5.0, 1.2, +10.0),
+        row("tensor_fusion_reverse", "big", 4.5, 6.0, 0.75, -12.0, caps=("tiny", "one")),
+    ]
+    run.speedup_spread(rows)
+    fwd, rev, cfwd, crev, bfwd, brev = rows
+    assert fwd["speedup_jobs_pct"] == pytest.approx(0.0) and rev["speedup_jobs_pct"] == pytest.approx(0.0)
+    assert not fwd["within_noise"] and not rev["within_noise"]
+    assert cfwd["speedup_jobs"] == pytest.approx({"tensor_fusion": 1.2, "tensor_fusion_reverse": 4 / 3})
+    assert cfwd["speedup_jobs_pct"] == pytest.approx(100 / 9) and crev["speedup_jobs_pct"] == pytest.approx(100 / 9)
+    assert cfwd["within_noise"] and not crev["within_noise"]  # 10% within 11.1%, 12% not
+    assert "speedup_jobs_pct" not in bfwd and "speedup_jobs_pct" not in brev
+    assert run.noise_cell(cfwd) == "2.0 (speed-up 11.1)"
+    assert run.noise_cell({**cfwd, "job_noise_pct": 6.0}) == "2.0 (jobs 6.0; speed-up 11.1)"
+    assert run.noise_cell(bfwd) == "2.0"
+    s = run.summary([{**r, "error_additive_pct": 0.0, "error_direct_pct": 0.0, "baseline_replay_error_pct": 0.0}
+                     for r in rows])
+    assert s["speedup_jobs_min_pct"] == pytest.approx(0.0) and s["speedup_jobs_max_pct"] == pytest.approx(100 / 9)
+
+
 def test_table_lists_the_captures_during_which_the_machines_speed_changed():
     run = load_run()
 
