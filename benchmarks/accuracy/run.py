@@ -84,7 +84,7 @@ ALTERNATIVE_PREDICTIONS = ("prediction_trace_fit", "prediction_gemm_ratio", "pre
                            "prediction_op_model", "prediction_no_gap", "prediction_chain_model",
                            "prediction_synthetic_ddp", "prediction_no_corun", "prediction_blocking_gap",
                            "prediction_ddp_gap", "prediction_median_network", "prediction_no_bucket_latency",
-                           "prediction_no_broadcast_latency")
+                           "prediction_no_broadcast_latency", "prediction_mean_network")
 MIB = 1024 * 1024
 # glibc serves allocations from 128 kB up with mmap until a free raises its
 # threshold, and trims the heap's top: whether a step's large tensors fault
@@ -549,9 +549,8 @@ def ddp_rank(rank: int, world: int, port: int, exp: str, name: str, a: argparse.
                 keep_capture(a, exp, name, prof, out["prediction"])
                 out["prediction_beside_compute"] = predict(prof, "tensor_fusion", {**options, "comm_cpu_share": 0,
                                                                                   "bucket_cpu_latency": ""}, recorded)
-                out["prediction_no_gap"] = predict(prof, "tensor_fusion", {**options, "gap_latency": ""}, recorded)
+                add_mean_network(out, prof, options, net, recorded)
                 add_ddp_gap(out, prof, options, net, recorded)
-                add_median_network(out, prof, "tensor_fusion", options, net, recorded)
                 add_without_bucket_latency(out, prof, options, recorded)
                 add_optimized_capture(a, exp, name, out, captured_opt)
                 out["network"] = dataclasses.asdict(net)
@@ -595,15 +594,24 @@ def add_median_network(out: Dict[str, Any], prof: Any, opt: str, options: Dict[s
     """For comparison: the prediction with the network priced from medians
     (the ring fit to each size's median all-reduce, gap_latency from the
     medians) instead of means, since the measured step is a median."""
-    from daydream.calibrate import ring_fit  # noqa: PLC0415
-
     gap = (net.gaps or {}).get("gap_latency_median")
-    if gap is None or not net.samples:
+    median = net.median_ring()
+    if gap is None or median is None:
         return
-    latency_us, bandwidth_gbps = ring_fit([(s["bytes"], s["median_ms"] / 1e3) for s in net.samples], net.world_size)
-    out["prediction_median_network"] = predict(prof, opt, {**options, "latency_us": round(latency_us, 4),
-                                                           "bandwidth_gbps": round(bandwidth_gbps, 4), "gap_latency": gap},
+    out["prediction_median_network"] = predict(prof, opt, {**options, "latency_us": round(median[0], 4),
+                                                           "bandwidth_gbps": round(median[1], 4), "gap_latency": gap},
                                            recorded)
+
+
+def add_mean_network(out: Dict[str, Any], prof: Any, options: Dict[str, Any], net: Any,
+                     recorded: Dict[str, Any]) -> None:
+    """For comparison, on tensor_fusion: the model until 2026-12-03, the
+    network priced from the means of the fit and gap_latency from blocking
+    all-reduces timed after matmuls (measure_gap_latency), where the
+    headline takes the medians and no gap_latency."""
+    out["prediction_mean_network"] = predict(prof, "tensor_fusion", {
+        **options, "latency_us": round(net.latency_us, 4), "bandwidth_gbps": round(net.bandwidth_gbps, 4),
+        "gap_latency": (net.gaps or {}).get("gap_latency", "")}, recorded)
 
 
 def add_without_bucket_latency(out: Dict[str, Any], prof: Any, options: Dict[str, Any],
@@ -993,15 +1001,26 @@ def table(rows: List[Dict[str, Any]], meta: Dict[str, Any]) -> str:
                 ddp_cpu = f"DDP's CPU work from synthetic stacks {synthetic} (not measured on the model)"
             else:
                 ddp_cpu = f"DDP's CPU work {synthetic}"
+            used = r["prediction"].get("options", {})
+            medians = r["experiment"].startswith("tensor_fusion") and "gap_latency" not in used
             extra.append(f"- {r['experiment']} on {r['model']}: gloo all-reduce calibrated in the same job to "
-                         f"{net['latency_us']:.0f} us per step and {net['bandwidth_gbps']:.2f} GB/s (ring model), "
+                         + (f"{used['latency_us']:.0f} us per step and {used['bandwidth_gbps']:.2f} GB/s (ring model "
+                            f"of each size's median; of the means {net['latency_us']:.0f} us, "
+                            f"{net['bandwidth_gbps']:.2f} GB/s), " if medians else
+                            f"{net['latency_us']:.0f} us per step and {net['bandwidth_gbps']:.2f} GB/s (ring model), ")
                          + (f"{net['stalled_share']:.0%} of its all-reduces stalled, "
                             if "stalled_share" in net else "")
                          + f"comm_cpu_share {net.get('comm_cpu_share', 0.0):.2f}, {ddp_cpu}, "
-                         + ("gap_latency (us after us of compute, from blocking all-reduces after matmuls) "
-                            if r["experiment"].startswith("tensor_fusion") else
-                            "gap_latency (us after a step of us, from DDP steps of a Linear stack) ")
-                         + f"{r['prediction'].get('options', {}).get('gap_latency') or net.get('gap_latency') or 'none'}"
+                         + ("no gap_latency (the recorded waits after each all-reduce hold the wake-up)" if medians else
+                            ("gap_latency (us after us of compute, from blocking all-reduces after matmuls) "
+                             if r["experiment"].startswith("tensor_fusion") else
+                             "gap_latency (us after a step of us, from DDP steps of a Linear stack) ")
+                            + f"{used.get('gap_latency') or net.get('gap_latency') or 'none'}")
+                         + (f"; with the network priced from the means and gap_latency from blocking all-reduces "
+                            f"after matmuls ({mean_net['gap_latency'] or 'none'}), the model until 2026-12-03, "
+                            f"{r['prediction_mean_network']['predicted_ms']:.3f} ms "
+                            f"({r['prediction_mean_network']['error_pct']:+.1f}%)"
+                            if (mean_net := (r.get("prediction_mean_network") or {}).get("options")) else "")
                          + (f"; without gap_latency the prediction is {r['prediction_no_gap']['predicted_ms']:.3f} ms "
                             f"({r['prediction_no_gap']['error_pct']:+.1f}%)" if r.get("prediction_no_gap") else "")
                          + (f"; the buffer broadcast's extra (broadcast_latency, from DDP steps of the stack with a "

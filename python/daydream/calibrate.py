@@ -1191,6 +1191,15 @@ class NetworkCalibration:
                 "all-reduces a step issues are less sure here than the passes' models. gloo's threads at real-time "
                 "priority removed the stalls on such a host; a core free per rank should too"]
 
+    def median_ring(self) -> Optional[Tuple[float, float]]:
+        """(latency_us, bandwidth_gbps) of the ring model fitted to each
+        message size's median all-reduce instead of its mean
+        (:func:`ring_fit`); None without the medians of two sizes."""
+        points = [(s["bytes"], s["median_ms"] / 1e3) for s in self.samples if s.get("median_ms", 0) > 0]
+        if len({b for b, _ in points}) < 2:
+            return None
+        return ring_fit(points, self.world_size)
+
     def options(self, for_pass: str = "data_parallel") -> Dict[str, Any]:
         """The options this calibration sets for ``for_pass``
         (``data_parallel`` or ``tensor_fusion``).
@@ -1200,14 +1209,21 @@ class NetworkCalibration:
         all-reduce costs a step, the wait for the slowest rank and the
         thread's wake-up after it included; ``straggler_us`` is then 0 (else
         ``daydream.predict`` would add the wait its Profiler's steps give).
-        For ``tensor_fusion``, whose recorded step already holds the
+        For ``tensor_fusion`` none: its recorded step already holds the
         thread's wake-up after each all-reduce (the pass links what waited
-        for the recorded ones to the new ones with it), the points of
-        blocking all-reduces after compute (:func:`measure_gap_latency`), and
-        ``bucket_cpu_latency`` where measured: gloo's threads share the
-        computing cores, so that each all-reduce's latency is paid on the
-        computing thread, a further bucket's as DDP steps with one and with
-        many buckets measure it (see :func:`measure_ddp_queued_latency`).
+        for the recorded ones to the new ones, with their lag); and the
+        network from each size's median all-reduce (:meth:`median_ring`),
+        as the step it predicts is a median and ``bucket_cpu_latency`` is
+        measured on median steps: on a host where gloo's all-reduces stall
+        for a scheduler tick, the means put the stalls in every bucket's
+        latency and wire time, the one-bucket step's included, which the
+        measured DDP steps do not show (docs/accuracy.md, 2026-12-03).
+        Before, it took the blocking all-reduces' points
+        (:func:`measure_gap_latency`) and the means. ``bucket_cpu_latency``
+        where measured: gloo's threads share the computing cores, so that
+        each all-reduce's latency is paid on the computing thread, a further
+        bucket's as DDP steps with one and with many buckets measure it (see
+        :func:`measure_ddp_queued_latency`).
         ``broadcast_latency`` (``data_parallel`` only, where measured): what
         DDP's buffer broadcast adds to a step, measured with those points."""
         if for_pass not in ("data_parallel", "tensor_fusion"):
@@ -1218,7 +1234,10 @@ class NetworkCalibration:
                "ddp_cpu_per_gradient_us": self.ddp_cpu_per_gradient_us, "gap_latency": self.gap_latency,
                "queued_latency_us": self.queued_latency_us}
         if for_pass == "tensor_fusion":
-            out["gap_latency"] = self.gaps.get("gap_latency", self.gap_latency)
+            del out["gap_latency"]
+            median = self.median_ring()
+            if median:
+                out["latency_us"], out["bandwidth_gbps"] = median
             if self.bucket_cpu_latency:
                 out["bucket_cpu_latency"] = self.bucket_cpu_latency
         else:

@@ -73,7 +73,9 @@ def test_calibrate_network_measures_gloo_between_local_processes() -> None:
                                   "broadcast_latency"}
     assert net.options()["straggler_us"] == 0.0
     assert net.options()["broadcast_latency"] == net.broadcast_latency
-    assert net.options("tensor_fusion")["gap_latency"] == net.gaps["gap_latency"]
+    assert "gap_latency" not in net.options("tensor_fusion")
+    assert (net.options("tensor_fusion")["latency_us"], net.options("tensor_fusion")["bandwidth_gbps"]) == \
+        net.median_ring()
     assert "broadcast_latency" not in net.options("tensor_fusion")
     assert set(net.ddp_gaps["straggler_ms"]) == {str(b) for b in net.ddp_gaps["batches"]}
     names = {o["name"] for p in daydream.passes() if p["name"] == "data_parallel" for o in p["options"]}
@@ -229,14 +231,28 @@ def test_options_leave_the_straggler_to_predict_without_gaps_measured_on_ddp_ste
     assert net.options()["straggler_us"] == 0.0 and net.options()["gap_latency"] == "4000:100.0"
 
 
-def test_tensor_fusion_takes_the_blocking_all_reduces_gap_latency() -> None:
-    # Its recorded step holds the thread's wake-up after each all-reduce;
-    # the DDP-step points would count it again.
-    net = calibrate.NetworkCalibration("gloo", 2, 10.0, 100.0, [], gap_latency="4000:900.0",
+def test_tensor_fusion_takes_the_median_network_and_no_gap_latency() -> None:
+    # Its recorded step holds the thread's wake-up after each all-reduce
+    # (no gap_latency, neither the DDP steps' nor the blocking all-reduces');
+    # its network is the ring fitted to each size's median, where the means
+    # hold the stalls: 4 kB in 0.3 ms and 1 MB in 0.6 ms at the median,
+    # 1.2 and 2.0 ms on average.
+    samples = [{"bytes": 4096, "mean_ms": 1.2, "median_ms": 0.3}, {"bytes": 1 << 20, "mean_ms": 2.0, "median_ms": 0.6}]
+    net = calibrate.NetworkCalibration("gloo", 2, 10.0, 100.0, samples, gap_latency="4000:900.0",
                                        ddp_gaps={"gap_latency": "4000:900.0"},
                                        gaps={"gap_latency": "4000:300.0"})
     tf = net.options("tensor_fusion")
-    assert tf["gap_latency"] == "4000:300.0" and "straggler_us" not in tf
+    assert "gap_latency" not in tf and "straggler_us" not in tf
+    latency_us, bandwidth_gbps = calibrate.ring_fit([(4096, 0.3e-3), (1 << 20, 0.6e-3)], 2)
+    assert net.median_ring() == (latency_us, bandwidth_gbps)
+    assert tf["latency_us"] == pytest.approx(latency_us) and tf["bandwidth_gbps"] == pytest.approx(bandwidth_gbps)
+    assert latency_us == pytest.approx(149.4, abs=0.1)  # (0.3 ms less 4 kB of wire) / 2 steps; the means: 598 us
+    # data_parallel keeps the means: its gap_latency from DDP steps is what
+    # a real step adds beyond the means' ring time.
+    assert (net.options("data_parallel")["latency_us"], net.options("data_parallel")["bandwidth_gbps"]) == (10.0, 100.0)
+    # Without medians of two sizes, the fit's own figures.
+    assert calibrate.NetworkCalibration("gloo", 2, 10.0, 100.0, samples[:1]).median_ring() is None
+    assert calibrate.NetworkCalibration("gloo", 2, 10.0, 100.0, []).options("tensor_fusion")["latency_us"] == 10.0
     assert "bucket_cpu_latency" not in tf  # not measured
     assert net.options("data_parallel")["gap_latency"] == "4000:900.0"
     # Where measured, tensor_fusion prices its buckets' latencies on the

@@ -116,9 +116,15 @@ def test_a_network_calibration_gives_each_communication_pass_its_options_and_cav
     (caveat,) = [n for n in calibrated.notes if "stalled" in n]
     assert caveat.startswith("data_parallel: 30% of the calibration's all-reduces stalled")
     assert not [n for n in calibrated.notes if "calibrated with 2 ranks" in n]
-    # tensor_fusion gets its own options (the blocking all-reduces' gap_latency).
+    # tensor_fusion gets its own options: no gap_latency (its recorded step
+    # holds the wake-ups) and, with medians of two sizes, their ring.
     fused = daydream.predict(graph, opt="tensor_fusion:world_size=8", network=net)
-    assert "gap_latency=500:40.0" in fused.opts[0]
+    assert "gap_latency" not in fused.opts[0] and "latency_us=700.0" in fused.opts[0]
+    net.samples = net.samples + [{"bytes": 1 << 20, "mean_ms": 3.0, "median_ms": 1.0}]
+    fused = daydream.predict(graph, opt="tensor_fusion:world_size=8", network=net)
+    latency_us, _ = net.median_ring()
+    assert "gap_latency" not in fused.opts[0] and "latency_us=700.0" not in fused.opts[0]
+    assert f"latency_us={latency_us}," in fused.opts[0]
     assert any("calibrated with 2 ranks and is taken as it is for 8" in n for n in fused.notes)
     # A calibration without stalls adds no caveat.
     net.stalled_share = 0.0
