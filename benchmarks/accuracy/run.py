@@ -589,18 +589,17 @@ def add_ddp_gap(out: Dict[str, Any], prof: Any, options: Dict[str, Any], net: An
                                             recorded)
 
 
-def add_median_network(out: Dict[str, Any], prof: Any, opt: str, options: Dict[str, Any], net: Any,
-                       recorded: Optional[Dict[str, Any]] = None) -> None:
-    """For comparison: the prediction with the network priced from medians
-    (the ring fit to each size's median all-reduce, gap_latency from the
-    medians) instead of means, since the measured step is a median."""
+def add_median_network(out: Dict[str, Any], prof: Any, opt: str, options: Dict[str, Any], net: Any) -> None:
+    """For comparison, on data_parallel: the prediction with the network
+    priced from medians (the ring fit to each size's median all-reduce,
+    gap_latency from the medians) instead of means, since the measured step
+    is a median (tensor_fusion's headline takes the medians itself)."""
     gap = (net.gaps or {}).get("gap_latency_median")
     median = net.median_ring()
     if gap is None or median is None:
         return
     out["prediction_median_network"] = predict(prof, opt, {**options, "latency_us": round(median[0], 4),
-                                                           "bandwidth_gbps": round(median[1], 4), "gap_latency": gap},
-                                           recorded)
+                                                           "bandwidth_gbps": round(median[1], 4), "gap_latency": gap})
 
 
 def add_mean_network(out: Dict[str, Any], prof: Any, options: Dict[str, Any], net: Any,
