@@ -449,7 +449,11 @@ def _profiled_mlp(tmp_path):
 
     model = build("mlp")
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
-    step = training_step(model, torch.randn(16, 64), torch.randint(0, 10, (16,)), torch.nn.CrossEntropyLoss(), opt)
+    # A batch whose matmuls outlast their aten::resolve_conj children by far
+    # more than the builder's min_self_task_ns (20 us), so each is a task on
+    # any host (at batch 16 some were, some not, from run to run).
+    step = training_step(model, torch.randn(1024, 64), torch.randint(0, 10, (1024,)), torch.nn.CrossEntropyLoss(),
+                         opt)
     prof = daydream.Profiler(wait=0, warmup=1, active=2, model=model, optimizer=opt)
     with prof:
         for _ in range(3):
