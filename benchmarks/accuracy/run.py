@@ -84,7 +84,7 @@ ALTERNATIVE_PREDICTIONS = ("prediction_trace_fit", "prediction_gemm_ratio", "pre
                            "prediction_op_model", "prediction_no_gap", "prediction_chain_model",
                            "prediction_synthetic_ddp", "prediction_no_corun", "prediction_blocking_gap",
                            "prediction_ddp_gap", "prediction_median_network", "prediction_no_bucket_latency",
-                           "prediction_no_broadcast_latency", "prediction_mean_network")
+                           "prediction_no_broadcast_latency", "prediction_mean_network", "prediction_one_bucket_curve")
 MIB = 1024 * 1024
 # glibc serves allocations from 128 kB up with mmap until a free raises its
 # threshold, and trims the heap's top: whether a step's large tensors fault
@@ -619,9 +619,17 @@ def add_without_bucket_latency(out: Dict[str, Any], prof: Any, options: Dict[str
     the prediction without it (every all-reduce's latency on the network,
     one queued behind another at ``queued_latency_us``: the pass's model
     before 2026-11-29's eighth session)."""
-    if options.get("bucket_cpu_latency"):
+    curves = options.get("bucket_cpu_latency", "")
+    if curves:
         out["prediction_no_bucket_latency"] = predict(prof, "tensor_fusion", {**options, "bucket_cpu_latency": ""},
                                                         recorded)
+    if "|" in curves:
+        # The curve of the most buckets alone, for every count: the model
+        # until 2026-12-03, when each further bucket cost what one did in a
+        # step of one bucket per layer.
+        out["prediction_one_bucket_curve"] = predict(
+            prof, "tensor_fusion", {**options, "bucket_cpu_latency": curves.rsplit("|", 1)[1].partition("@")[2]},
+            recorded)
 
 
 def network_options(net: Any, for_pass: str = "data_parallel") -> Dict[str, float]:
@@ -1046,6 +1054,11 @@ def table(rows: List[Dict[str, Any]], meta: Dict[str, Any]) -> str:
                             f"{r['prediction_no_bucket_latency']['predicted_ms']:.3f} ms "
                             f"({r['prediction_no_bucket_latency']['error_pct']:+.1f}%)"
                             if r.get("prediction_no_bucket_latency") else "")
+                         + (f"; with the curve of the most buckets for every bucket count "
+                            f"({r['prediction_one_bucket_curve']['options']['bucket_cpu_latency']}), the model until "
+                            f"2026-12-03, {r['prediction_one_bucket_curve']['predicted_ms']:.3f} ms "
+                            f"({r['prediction_one_bucket_curve']['error_pct']:+.1f}%)"
+                            if r.get("prediction_one_bucket_curve") else "")
                          + (f"; with the pass's default network (fitted to the trace's gloo:all_reduce spans) the "
                             f"prediction is {r['prediction_trace_fit']['predicted_ms']:.3f} ms "
                             f"({r['prediction_trace_fit']['error_pct']:+.1f}%)" if r.get("prediction_trace_fit") else "")

@@ -1780,24 +1780,38 @@ def ddp_queued_latency_us(quiet_ms: Dict[int, List[float]], real_ms: Dict[int, L
     return max(0.0, ddp_extra_per_bucket_ms(quiet_ms, real_ms)) * 1e3 / (2 * (max(world_size, 2) - 1))
 
 
-def ddp_bucket_latency_points(per_batch: Sequence[Tuple[float, float]]) -> str:
+def ddp_bucket_latency_points(pairs: Sequence[Tuple[float, float]]) -> str:
     """``bucket_cpu_latency`` points from (gap us, extra ms per extra
-    bucket) pairs, one per batch of :func:`measure_ddp_queued_latency`: at
-    each gap in whole us (increasing: one no longer than the one before is
-    merged into it; one of 0 us is left out), the extra in us, at least 0
-    and at least the extra of a shorter gap."""
-    extra = 0.0
-    points: List[Tuple[int, float]] = []
-    for gap_us, per_bucket_ms in sorted(per_batch):
+    bucket) pairs, one per batch of :func:`measure_ddp_queued_latency`, in
+    any order: at each gap in whole us (pairs whose gaps round alike
+    pooled; one of 0 us left out), the extra in us of the least-squares
+    non-decreasing fit to the pairs (adjacent violators pooled: a bucket
+    costs no less after longer compute, and one noisy pair is averaged with
+    its neighbours instead of raising every longer gap to it), at least 0."""
+    groups: Dict[int, List[float]] = {}
+    for gap_us, per_bucket_ms in pairs:
         gap = round(gap_us)  # as written: the pass wants gaps > 0 and increasing
-        extra = max(extra, per_bucket_ms * 1e3)
-        if gap <= 0:
-            continue
-        if points and gap <= points[-1][0]:
-            points[-1] = (points[-1][0], extra)
-        else:
-            points.append((gap, extra))
-    return ";".join(f"{g}:{e:.1f}" for g, e in points)
+        if gap > 0:
+            groups.setdefault(gap, []).append(per_bucket_ms * 1e3)
+    blocks: List[List[Any]] = []  # [gaps, sum, count], means increasing
+    for gap in sorted(groups):
+        blocks.append([[gap], sum(groups[gap]), len(groups[gap])])
+        while len(blocks) > 1 and blocks[-2][1] / blocks[-2][2] > blocks[-1][1] / blocks[-1][2]:
+            gaps, total, n = blocks.pop()
+            blocks[-1] = [blocks[-1][0] + gaps, blocks[-1][1] + total, blocks[-1][2] + n]
+    return ";".join(f"{g}:{max(0.0, total / n):.1f}" for gaps, total, n in blocks for g in gaps)
+
+
+def bucket_latency_curves(curves: Dict[int, str]) -> str:
+    """``bucket_cpu_latency`` from :func:`ddp_bucket_latency_points` curves
+    by the bucket count they were measured at: "K@POINTS|..." in increasing
+    K (the pass reads an iteration of K buckets between the two counts on
+    either side), curves without points left out; one curve alone applies
+    to every count."""
+    kept = sorted((k, c) for k, c in curves.items() if c)
+    if len(kept) == 1:
+        return kept[0][1]
+    return "|".join(f"{k}@{c}" for k, c in kept)
 
 
 def _timed_backward(torch: Any, model: Any, batch: int) -> Callable[[], float]:
@@ -1817,7 +1831,7 @@ def _timed_backward(torch: Any, model: Any, batch: int) -> Callable[[], float]:
 
 
 def measure_ddp_queued_latency(dist: Any, torch: Any, layers: int = 16, batches: Sequence[int] = (32, 512, 2048),
-                               rounds: int = 10, block: int = 10) -> Dict[str, Any]:
+                               rounds: int = 10, block: int = 10, coarse: int = 4) -> Dict[str, Any]:
     """What each further DDP bucket costs a training step, as the
     communication passes' ``queued_latency_us`` and ``bucket_cpu_latency``
     (every rank of the current process group must call it).
@@ -1833,7 +1847,18 @@ def measure_ddp_queued_latency(dist: Any, torch: Any, layers: int = 16, batches:
     adds to the step with one bucket per layer beyond what it adds with one,
     over the extra buckets, is a point of ``bucket_cpu_latency`` at the gap
     between two buckets' gradients: the median backward of the quiet stack
-    over its layers (:func:`ddp_bucket_latency_points`). On a 2-vCPU guest
+    over its layers (:func:`ddp_bucket_latency_points`), for iterations of
+    ``layers`` buckets. The same stack in ``coarse`` buckets (of ``layers /
+    coarse`` layers each; 0: none) gives the curve for ``coarse`` buckets,
+    at gaps ``layers / coarse`` times as long (:func:`bucket_latency_curves`):
+    a bucket costs more the fewer buckets the step has. On a 2-vCPU Intel
+    guest with gloo's threads as scheduled a further bucket cost 0.45 ms
+    after 0.13 ms of compute in four buckets, and 0.31 ms after 0.09 ms
+    and 0.51 after 0.31 ms in sixteen (medians of six jobs, 2026-12-03);
+    the harness's models read 0.38-1.25 ms a bucket in two buckets (the
+    MLP), 0.54-0.88 ms in four (the CNN) and 0.24-0.53 ms in ten (the
+    transformer), where the sixteen-bucket curve said 0.25-0.46
+    (docs/accuracy.md). On a 2-vCPU guest
     with gloo's threads as scheduled, each extra bucket added 0.25-0.44 ms
     at batch 32, 0.25-0.46 ms at 512 and 0.41-0.78 ms at 2048 (the jobs of
     2026-11-29's eighth session): a bucket costs more the more compute lies
@@ -1849,11 +1874,16 @@ def measure_ddp_queued_latency(dist: Any, torch: Any, layers: int = 16, batches:
 
     from torch.nn.parallel import DistributedDataParallel  # noqa: PLC0415
 
+    if coarse and not (1 < coarse < layers and layers % coarse == 0):
+        raise DaydreamError(f"measure_ddp_queued_latency: coarse must be 0 or divide layers ({layers}) into "
+                            f"more than one bucket of more than one layer, got {coarse}")
     layer_bytes = (64 * 64 + 64) * 4  # a Linear(64, 64)'s gradients
+    counts = [1, *([coarse] if coarse else []), layers]
     models: Dict[Tuple[int, bool], Any] = {}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        for buckets, cap in ((1, 25.0), (layers, layer_bytes / 2**20)):
+        # A bucket closes once it holds its cap: layers / k layers' gradients.
+        for buckets, cap in ((k, 25.0 if k == 1 else layers // k * layer_bytes / 2**20) for k in counts):
             for communicate in (False, True):
                 torch.manual_seed(0)
                 ddp = DistributedDataParallel(_linear_stack(torch, layers), broadcast_buffers=False,
@@ -1870,19 +1900,30 @@ def measure_ddp_queued_latency(dist: Any, torch: Any, layers: int = 16, batches:
         backward = _timed_backward(torch, models[(layers, False)], batch)
         backward()
         gap_us = statistics.median(backward() for _ in range(9)) / layers * 1e6
-        quiet = {k: times[(k, False)] for k in (1, layers)}
-        real = {k: times[(k, True)] for k in (1, layers)}
-        points.append({
+        quiet = {k: times[(k, False)] for k in counts}
+        real = {k: times[(k, True)] for k in counts}
+        fine = {k: quiet[k] for k in (1, layers)}, {k: real[k] for k in (1, layers)}
+        point = {
             "batch": batch,
             "gap_us": gap_us,
-            "queued_latency_us": ddp_queued_latency_us(quiet, real, world),
-            "per_bucket_ms": ddp_extra_per_bucket_ms(quiet, real),
+            "queued_latency_us": ddp_queued_latency_us(*fine, world),
+            "per_bucket_ms": ddp_extra_per_bucket_ms(*fine),
             "quiet_median_ms": {str(k): statistics.median(v) for k, v in quiet.items()},
             "median_ms": {str(k): statistics.median(v) for k, v in real.items()},
-        })
+        }
+        if coarse:
+            point["coarse_gap_us"] = gap_us * layers / coarse
+            point["coarse_per_bucket_ms"] = ddp_extra_per_bucket_ms({k: quiet[k] for k in (1, coarse)},
+                                                                    {k: real[k] for k in (1, coarse)})
+        points.append(point)
+    fine_curve = ddp_bucket_latency_points([(p["gap_us"], p["per_bucket_ms"]) for p in points])
+    curves = {layers: fine_curve}
+    if coarse:
+        curves[coarse] = ddp_bucket_latency_points([(p["coarse_gap_us"], p["coarse_per_bucket_ms"]) for p in points])
     return {
         "queued_latency_us": points[0]["queued_latency_us"],
-        "bucket_cpu_latency": ddp_bucket_latency_points([(p["gap_us"], p["per_bucket_ms"]) for p in points]),
+        "bucket_cpu_latency": bucket_latency_curves(curves),
+        "coarse": coarse,
         "buckets": layers,
         "batch": batches[0],
         "bytes": layers * layer_bytes,

@@ -554,17 +554,29 @@ def test_a_tensor_fusion_row_compares_the_prediction_without_bucket_cpu_latency(
     out = {}
     run.add_without_bucket_latency(out, "prof", {"world_size": 2, "queued_latency_us": 250.0}, caps)
     assert calls == [] and "prediction_no_bucket_latency" not in out
+    # With a curve per bucket count, also the one of the most buckets for
+    # every count (the model until 2026-12-03).
+    calls.clear()
+    out = {}
+    run.add_without_bucket_latency(out, "prof", {**options, "bucket_cpu_latency": "4@140:600.0|16@50:300.0;400:700.0"},
+                                   caps)
+    assert [c[1]["bucket_cpu_latency"] for c in calls] == ["", "50:300.0;400:700.0"]
+    assert out["prediction_one_bucket_curve"]["options"]["bucket_cpu_latency"] == "50:300.0;400:700.0"
 
     r = tensor_fusion_row("tensor_fusion_reverse", "transformer", {"baseline": "DDP x2, bucket_cap_mb=25",
                                                                     "optimized": "DDP x2, bucket_cap_mb=0.0152"},
                           {"gap_latency": "500:0.0", "queued_latency_us": 250.0,
                            "bucket_cpu_latency": "50:300.0;400:700.0"})
     r["prediction_no_bucket_latency"] = {"predicted_ms": 1.3, "error_pct": 30.0, "options": {}}
+    r["prediction_one_bucket_curve"] = {"predicted_ms": 1.1, "error_pct": 10.0,
+                                        "options": {"bucket_cpu_latency": "50:300.0;400:700.0"}}
     meta = {"command": "`run.py`", "machine": "test", "torch": "x", "threads": 1, "rounds": 1, "steps": 1,
             "wall_s": 60.0, "loadavg_1min": {"start": 0.0, "end": 0.0}, "summary": run.summary([r])}
     line = next(x for x in run.table([r], meta).splitlines() if x.startswith("- tensor_fusion_reverse on transformer:"))
     assert ("; without bucket_cpu_latency (50:300.0;400:700.0: every all-reduce's latency on the network, one queued "
             "behind another at queued_latency_us 250 us) 1.300 ms (+30.0%)") in line
+    assert ("; with the curve of the most buckets for every bucket count (50:300.0;400:700.0), the model until "
+            "2026-12-03, 1.100 ms (+10.0%)") in line
 
 
 def test_a_single_process_row_captures_its_optimized_step_with_capture_optimized(monkeypatch):

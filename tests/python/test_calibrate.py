@@ -44,16 +44,22 @@ def test_calibrate_network_measures_gloo_between_local_processes() -> None:
     # smallest batch; at every batch, what a further bucket costs after the
     # gap between two layers' gradients: tensor_fusion's bucket_cpu_latency.
     assert net.queued_latency_us >= 0 and net.queued["queued_latency_us"] == net.queued_latency_us
-    assert net.queued["buckets"] == 16 and set(net.queued["median_ms"]) == {"1", "16"}
+    assert net.queued["buckets"] == 16 and set(net.queued["median_ms"]) == {"1", "4", "16"}
     assert [p["batch"] for p in net.queued["points"]] == [32, 512, 2048]
     assert net.queued["points"][0]["queued_latency_us"] == net.queued_latency_us
     assert net.bucket_cpu_latency == net.queued["bucket_cpu_latency"]
-    buckets = [tuple(map(float, p.split(":"))) for p in net.bucket_cpu_latency.split(";")]
-    assert 1 <= len(buckets) <= 3
-    # Each point at its batch's backward over the 16 layers, its extra per further bucket.
-    kept = {round(p["gap_us"]): p for p in net.queued["points"]}
-    for gap, _ in buckets:
-        assert gap in kept and kept[gap]["gap_us"] > 0
+    # Two curves, for steps of 4 buckets (of 4 layers) and of 16 (one per
+    # layer): each point at its batch's backward over the curve's buckets,
+    # its extra per further bucket, non-decreasing in the gap.
+    assert net.queued["coarse"] == 4
+    curves = dict(c.split("@") for c in net.bucket_cpu_latency.split("|"))
+    assert list(curves) == ["4", "16"]
+    for count, gap_key in (("16", "gap_us"), ("4", "coarse_gap_us")):
+        curve = [tuple(map(float, p.split(":"))) for p in curves[count].split(";")]
+        assert [g for g, _ in curve] == [round(p[gap_key]) for p in net.queued["points"]]
+        assert all(e >= 0 for _, e in curve) and [e for _, e in curve] == sorted(e for _, e in curve)
+    for p in net.queued["points"]:
+        assert p["coarse_gap_us"] == pytest.approx(4 * p["gap_us"]) and p["gap_us"] > 0
     assert net.options("tensor_fusion")["bucket_cpu_latency"] == net.bucket_cpu_latency
     assert "bucket_cpu_latency" not in net.options()
     # How many of the fit's all-reduces stalled: a share of the 5 sizes x 3 repeats.
@@ -325,16 +331,37 @@ def test_ddp_queued_latency_is_the_extra_communication_of_more_buckets_per_ring_
     assert calibrate.ddp_extra_per_bucket_ms(quiet, {1: [3.5], 16: [3.0]}) == pytest.approx(-1.0 / 15)
 
 
+def test_ddp_queued_latency_refuses_a_coarse_count_that_does_not_split_the_stack() -> None:
+    import torch  # noqa: PLC0415
+
+    for coarse in (1, 3, 16, 32):
+        with pytest.raises(DaydreamError, match="coarse must be 0 or divide layers"):
+            calibrate.measure_ddp_queued_latency(None, torch, coarse=coarse)
+
+
 def test_bucket_cpu_latency_points_rise_with_the_gap_between_buckets() -> None:
     # (gap us, extra ms per further bucket) per batch, in any order: points
-    # at increasing gaps, extras in us and never below a shorter gap's.
+    # at increasing gaps, extras in us.
     assert calibrate.ddp_bucket_latency_points([(425.2, 0.781), (52.0, 0.2687), (122.4, 0.3496)]) == \
         "52:268.7;122:349.6;425:781.0"
-    assert calibrate.ddp_bucket_latency_points([(50.0, 0.3), (120.0, 0.2), (400.0, 0.5)]) == "50:300.0;120:300.0;400:500.0"
-    # A gap that rounds to the one before it (a noisy backward) is merged
-    # into it, the larger extra kept.
-    assert calibrate.ddp_bucket_latency_points([(50.2, 0.3), (50.4, 0.4), (400.0, 0.5)]) == "50:400.0;400:500.0"
+    # One that falls below a shorter gap's is pooled with it: the
+    # least-squares non-decreasing fit, not the running maximum.
+    assert calibrate.ddp_bucket_latency_points([(50.0, 0.3), (120.0, 0.2), (400.0, 0.5)]) == "50:250.0;120:250.0;400:500.0"
+    assert calibrate.ddp_bucket_latency_points([(50.0, 0.2), (140.0, 0.6), (350.0, 0.3), (420.0, 0.3), (1400.0, 0.9)]) \
+        == "50:200.0;140:400.0;350:400.0;420:400.0;1400:900.0"
+    # Gaps that round alike (a noisy backward) are pooled into one point.
+    assert calibrate.ddp_bucket_latency_points([(50.2, 0.3), (50.4, 0.4), (400.0, 0.5)]) == "50:350.0;400:500.0"
+    # Never below 0; no gap of 0 us.
+    assert calibrate.ddp_bucket_latency_points([(0.2, 0.9), (30.0, -0.1), (90.0, 0.1)]) == "30:0.0;90:100.0"
     assert calibrate.ddp_bucket_latency_points([]) == ""
+
+
+def test_bucket_latency_curves_name_their_bucket_counts() -> None:
+    assert calibrate.bucket_latency_curves({16: "35:250.0;104:350.0", 4: "140:600.0"}) == \
+        "4@140:600.0|16@35:250.0;104:350.0"
+    # One curve alone prices every count; one without points is left out.
+    assert calibrate.bucket_latency_curves({16: "35:250.0", 4: ""}) == "35:250.0"
+    assert calibrate.bucket_latency_curves({16: ""}) == ""
 
 
 @pytest.mark.parametrize("xs, ys, fit", [

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
 #include "daydream/base/math.h"
@@ -61,10 +62,12 @@ std::vector<OptionSpec> NetworkOptions() {
        "network takes only the bandwidth term (and the first all-reduce's gap_latency, a wait): the iteration's "
        "first all-reduce's at the network's latency, each later one's as GAP_US:US points (linear between them, "
        "flat before the first and after the last; the gap is the compute since the bucket before it was ready), "
-       "and none is priced as queued; "
+       "and none is priced as queued. Curves for iterations of K buckets, K@GAP_US:US;...|K@... with K "
+       "increasing, are read between the two counts on either side of the iteration's, linear in 1/(K-1), and "
+       "outside them at the nearest count's. "
        "tensor_fusion takes as much off what the recorded all-reduces overlapped. daydream.calibrate_network "
-       "measures the points on gloo from DDP steps of a Linear stack in one bucket and in one per layer, at "
-       "several batch sizes (empty: the latencies on the network)"},
+       "measures the curves on gloo from DDP steps of a Linear stack in one bucket, in four and in one per "
+       "layer, at several batch sizes (empty: the latencies on the network)"},
       {"straggler_us", OptionType::kDouble, "0",
        "expected wait per iteration for the slowest rank, in microseconds, added to the iteration's first "
        "all-reduce: the expected maximum of world_size ranks' step times less their mean (daydream.predict sets "
@@ -106,6 +109,56 @@ absl::StatusOr<std::vector<std::pair<double, double>>> ParseGapLatency(const std
   }
   return points;
 }
+
+}  // namespace
+
+absl::StatusOr<std::vector<BucketLatencyCurve>> ParseBucketLatency(const std::string& text) {
+  std::vector<BucketLatencyCurve> curves;
+  const std::vector<std::string> pieces = absl::StrSplit(text, '|', absl::SkipWhitespace());
+  for (const std::string& piece : pieces) {
+    BucketLatencyCurve curve;
+    std::string_view points = piece;
+    const size_t at = piece.find('@');
+    if (at != std::string::npos) {
+      if (!absl::SimpleAtoi(absl::StripAsciiWhitespace(piece.substr(0, at)), &curve.buckets) || curve.buckets < 2 ||
+          curve.buckets > 1'000'000 || (!curves.empty() && curve.buckets <= curves.back().buckets)) {
+        return absl::InvalidArgumentError(
+            StrCat("bucket_cpu_latency: bad bucket count in '", piece,
+                   "' (expected K@GAP_US:US;... with K >= 2 and increasing, curves separated by '|')"));
+      }
+      points = std::string_view(piece).substr(at + 1);
+    } else if (pieces.size() > 1) {
+      return absl::InvalidArgumentError(StrCat("bucket_cpu_latency: curve '", piece,
+                                               "' has no bucket count (K@GAP_US:US;...): with more than one "
+                                               "curve, each is for its K buckets"));
+    }
+    DD_ASSIGN_OR_RETURN(curve.points, ParseGapLatency(std::string(points), "bucket_cpu_latency"));
+    if (curve.points.empty()) {
+      return absl::InvalidArgumentError(StrCat("bucket_cpu_latency: curve '", piece, "' has no points"));
+    }
+    curves.push_back(std::move(curve));
+  }
+  return curves;
+}
+
+double BucketLatencyUs(const std::vector<BucketLatencyCurve>& curves, size_t buckets, double gap_us) {
+  if (curves.empty()) return 0;
+  auto at = [gap_us](const BucketLatencyCurve& c) {
+    return GapExtraUs(c.points, std::max(gap_us, c.points.front().first));
+  };
+  const auto k = static_cast<int64_t>(buckets);
+  if (curves.size() == 1 || k <= curves.front().buckets) return at(curves.front());
+  if (k >= curves.back().buckets) return at(curves.back());
+  size_t hi = 1;
+  while (curves[hi].buckets < k) ++hi;
+  const BucketLatencyCurve& a = curves[hi - 1];
+  const BucketLatencyCurve& b = curves[hi];
+  auto inverse = [](int64_t n) { return 1.0 / static_cast<double>(n - 1); };
+  const double w = (inverse(k) - inverse(b.buckets)) / (inverse(a.buckets) - inverse(b.buckets));
+  return w * at(a) + (1 - w) * at(b);
+}
+
+namespace {
 
 absl::StatusOr<NetworkModel> ResolveNetwork(const PassOptions& options, const Graph& graph,
                                             const std::vector<CollectiveSample>& recorded) {
@@ -723,11 +776,8 @@ absl::StatusOr<int64_t> InsertAllReduces(Graph& graph, const AllReducePlan& plan
       // point's below it: a bucket right behind another still costs one).
       TimeNs thread_latency = 0;
       if (on_thread) {
-        thread_latency =
-            b == 0 ? plan.AllReduceLatencyNs()
-                   : RoundNs(GapExtraUs(plan.bucket_cpu_latency,
-                                        std::max(gap_us, plan.bucket_cpu_latency.front().first)) *
-                             1e3);
+        thread_latency = b == 0 ? plan.AllReduceLatencyNs()
+                                : RoundNs(BucketLatencyUs(plan.bucket_cpu_latency, buckets.size(), gap_us) * 1e3);
       }
       // The iteration's first all-reduce also waits for the slowest rank.
       const TimeNs straggler = b == 0 ? RoundNs(plan.straggler_us * 1e3) : 0;
@@ -948,8 +998,7 @@ absl::StatusOr<AllReducePlan> PlanFrom(const PassOptions& options, const Graph& 
     return absl::InvalidArgumentError(StrCat("comm_cpu_share must be in [0, 1], got ", plan.comm_cpu_share));
   }
   DD_ASSIGN_OR_RETURN(plan.gap_latency, ParseGapLatency(options.String("gap_latency")));
-  DD_ASSIGN_OR_RETURN(plan.bucket_cpu_latency,
-                      ParseGapLatency(options.String("bucket_cpu_latency"), "bucket_cpu_latency"));
+  DD_ASSIGN_OR_RETURN(plan.bucket_cpu_latency, ParseBucketLatency(options.String("bucket_cpu_latency")));
   plan.ddp_cpu_us = options.Double("ddp_cpu_us");
   plan.ddp_cpu_per_gradient_us = options.Double("ddp_cpu_per_gradient_us");
   plan.straggler_us = options.Double("straggler_us");

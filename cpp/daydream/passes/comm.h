@@ -8,6 +8,7 @@
 #define DAYDREAM_PASSES_COMM_H_
 
 #include <cstdint>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -17,6 +18,13 @@
 #include "daydream/passes/pass.h"
 
 namespace daydream {
+
+// A bucket_cpu_latency curve: (gap us, us) points with increasing gaps, for
+// iterations of `buckets` buckets (0: of any count).
+struct BucketLatencyCurve {
+  int64_t buckets = 0;
+  std::vector<std::pair<double, double>> points;
+};
 
 // How to communicate gradients.
 struct AllReducePlan {
@@ -55,11 +63,11 @@ struct AllReducePlan {
   // Non-empty: every all-reduce's latency is paid by the thread that issues
   // it, before the all-reduce, and the network takes only the bandwidth
   // term (and the first's gap_latency); none is queued. The iteration's
-  // first pays the network's latency; each later one these (gap us, us)
-  // points (as gap_latency's, but flat before the first) at the compute
-  // since the bucket before it was ready. Empty: the latencies on the
-  // network.
-  std::vector<std::pair<double, double>> bucket_cpu_latency;
+  // first pays the network's latency; each later one its curves' (gap us,
+  // us) points (as gap_latency's, but flat before the first) at the compute
+  // since the bucket before it was ready, for the iteration's bucket count
+  // (BucketLatencyUs). Empty: the latencies on the network.
+  std::vector<BucketLatencyCurve> bucket_cpu_latency;
 
   bool LatencyOnThread() const { return !bucket_cpu_latency.empty(); }
   // Whether the collectives take time from the thread that issues them (a
@@ -74,6 +82,19 @@ struct AllReducePlan {
 // The extra time, in microseconds, `points` (AllReducePlan::gap_latency) give
 // a collective that follows `gap_us` of compute.
 double GapExtraUs(const std::vector<std::pair<double, double>>& points, double gap_us);
+
+// What a later bucket's all-reduce costs the thread that issues it, in
+// microseconds, after `gap_us` of compute in an iteration of `buckets`
+// buckets: each curve's points at the gap (held at its first point's value
+// below it); between the curves of the bucket counts on either side,
+// linear in 1 / (buckets - 1), as a step's extra a + b (buckets - 1) over
+// buckets - 1 is; outside them, the nearest curve's.
+double BucketLatencyUs(const std::vector<BucketLatencyCurve>& curves, size_t buckets, double gap_us);
+
+// bucket_cpu_latency's text: "GAP_US:US;..." (one curve for every bucket
+// count) or "K@GAP_US:US;...|K@..." (a curve per bucket count K >= 2,
+// increasing). Error: a bad curve or point.
+absl::StatusOr<std::vector<BucketLatencyCurve>> ParseBucketLatency(const std::string& text);
 
 // Gradient buckets of one iteration: lists of tensor ids in ready order,
 // bucketed as DDP does (a bucket closes once it holds at least its cap:

@@ -778,6 +778,50 @@ TEST_CASE("GapExtraUs is linear from zero through the points and flat after the 
   CHECK(GapExtraUs({}, 5000) == 0);
 }
 
+TEST_CASE("bucket_cpu_latency reads a curve per bucket count, between counts linear in 1/(K-1)", "[comm]") {
+  // One curve: every count, held at its first point's value below it.
+  absl::StatusOr<std::vector<BucketLatencyCurve>> one = ParseBucketLatency("100:200;300:400");
+  REQUIRE(one.ok());
+  REQUIRE(one->size() == 1);
+  CHECK(one->front().buckets == 0);
+  for (size_t k : {2, 3, 10, 100}) {
+    CHECK(BucketLatencyUs(*one, k, 10) == Approx(200));
+    CHECK(BucketLatencyUs(*one, k, 200) == Approx(300));
+    CHECK(BucketLatencyUs(*one, k, 1e6) == Approx(400));
+  }
+  // A curve per count: 4 buckets' and 16's.
+  absl::StatusOr<std::vector<BucketLatencyCurve>> two = ParseBucketLatency("4@100:600;400:900|16@ 50:300;400:600");
+  REQUIRE(two.ok());
+  REQUIRE(two->size() == 2);
+  CHECK((*two)[0].buckets == 4);
+  CHECK((*two)[1].buckets == 16);
+  CHECK(BucketLatencyUs(*two, 4, 100) == Approx(600));
+  CHECK(BucketLatencyUs(*two, 16, 100) == Approx(300 + 300 * 50.0 / 350));
+  // Outside the counts: the nearest one's.
+  CHECK(BucketLatencyUs(*two, 2, 100) == Approx(600));
+  CHECK(BucketLatencyUs(*two, 64, 400) == Approx(600));
+  // Between them, linear in 1/(K-1): at 10 buckets, (1/9 - 1/15) / (1/3 - 1/15) = 1/6 of the way to 4's.
+  CHECK(BucketLatencyUs(*two, 10, 400) == Approx(900.0 / 6 + 600.0 * 5 / 6));
+  CHECK(BucketLatencyUs(*two, 6, 400) == Approx(900 * (0.2 - 1.0 / 15) / (1.0 / 3 - 1.0 / 15) +
+                                                600 * (1.0 / 3 - 0.2) / (1.0 / 3 - 1.0 / 15)));
+  CHECK(BucketLatencyUs({}, 4, 100) == 0);
+  CHECK(ParseBucketLatency("")->empty());
+  // Bad curves name what is wrong.
+  for (const auto& [text, why] : std::vector<std::pair<std::string, std::string>>{
+           {"4@100:600|100:300", "curve '100:300' has no bucket count"},
+           {"16@100:600|4@100:300", "bad bucket count in '4@100:300'"},
+           {"1@100:600", "bad bucket count in '1@100:600'"},
+           {"x@100:600", "bad bucket count in 'x@100:600'"},
+           {"4@", "curve '4@' has no points"},
+           {"4@100:600|16@0:5", "bucket_cpu_latency: bad point '0:5'"}}) {
+    INFO(text);
+    absl::StatusOr<std::vector<BucketLatencyCurve>> bad = ParseBucketLatency(text);
+    REQUIRE(!bad.ok());
+    CHECK(bad.status().code() == absl::StatusCode::kInvalidArgument);
+    CHECK_THAT(std::string(bad.status().message()), Catch::Contains(why));
+  }
+}
+
 TEST_CASE("data_parallel with gap_latency lengthens each all-reduce by its gap's extra, not its CPU share",
           "[comm]") {
   const TrainingGraphOptions o = CpuRanks();
@@ -961,6 +1005,18 @@ TEST_CASE("data_parallel with bucket_cpu_latency puts every all-reduce's latency
       CHECK(two.latency[i] == 2 * one.latency[i]);
       CHECK(held.latency[i] == 300'000);
     }
+  }
+  // With a curve per bucket count, an iteration's 3 buckets read 2's and
+  // 4's a quarter and three quarters of the way (linear in 1 / (K - 1)),
+  // and a curve for 3 exactly.
+  const Run counts = run({{"bucket_cpu_latency", "2@1e6:100|4@1e6:700"}});
+  const Run three = run({{"bucket_cpu_latency", "3@1e6:300|8@1e6:900"}});
+  REQUIRE(counts.latency.size() == 6);
+  REQUIRE(three.latency.size() == 6);
+  for (size_t i = 0; i < 6; ++i) {
+    INFO("all-reduce " << i);
+    CHECK(counts.latency[i] == (i % 3 == 0 ? 200'000 : 550'000));
+    CHECK(three.latency[i] == (i % 3 == 0 ? 200'000 : 300'000));
   }
   // With a CPU share, the share is of the bandwidth term, after the
   // all-reduce is issued: a task of its own.
