@@ -441,7 +441,8 @@ def ddp_rank(rank: int, world: int, port: int, exp: str, name: str, a: argparse.
             ddp = DDP(build(name))  # DDP defaults: 25 MB buckets, the first 1 MB
             ddp_opt = adam(ddp.parameters())
             configs["optimized"] = training_step(ddp, x, y, loss_fn, ddp_opt)
-            net = measure_network(dist, torch, max(4 * MIB, int(2 * grad_mb(plain) * MIB)), a.net_repeats)
+            # data_parallel takes no bucket_cpu_latency: no second curve.
+            net = measure_network(dist, torch, max(4 * MIB, int(2 * grad_mb(plain) * MIB)), a.net_repeats, coarse=0)
             # The single-process baseline runs on rank 0 alone; rank 1 waits.
             # Diagnostic, not predicted: the plain step on both ranks at once
             # (no DDP), i.e. what sharing the machine with a second process

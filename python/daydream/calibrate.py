@@ -1933,10 +1933,14 @@ def measure_ddp_queued_latency(dist: Any, torch: Any, layers: int = 16, batches:
     }
 
 
-def measure_network(dist: Any, torch: Any, max_bytes: int = 4 << 20, repeats: int = 20) -> NetworkCalibration:
+def measure_network(dist: Any, torch: Any, max_bytes: int = 4 << 20, repeats: int = 20,
+                    coarse: int = 4) -> NetworkCalibration:
     """The network of the current process group (every rank must call it):
     the all-reduce fit and, on gloo, ``comm_cpu_share``, ``gap_latency``,
-    ``queued_latency_us``, ``bucket_cpu_latency`` and DDP's CPU work."""
+    ``queued_latency_us``, ``bucket_cpu_latency`` and DDP's CPU work.
+    ``coarse``: the bucket count of ``bucket_cpu_latency``'s second curve
+    (:func:`measure_ddp_queued_latency`; 0: one per layer alone, which is
+    all ``data_parallel`` takes of it, for a shorter calibration)."""
     world = dist.get_world_size()
     backend = str(dist.get_backend())
     fit = fit_all_reduce(dist, torch, world, max_bytes, repeats)
@@ -1949,7 +1953,7 @@ def measure_network(dist: Any, torch: Any, max_bytes: int = 4 << 20, repeats: in
         net.ddp_gaps = measure_ddp_gap_latency(dist, torch, net.latency_us, net.bandwidth_gbps)
         net.gap_latency = net.ddp_gaps["gap_latency"]
         net.broadcast_latency = net.ddp_gaps["broadcast_latency"]
-        net.queued = measure_ddp_queued_latency(dist, torch)
+        net.queued = measure_ddp_queued_latency(dist, torch, coarse=coarse)
         net.queued_latency_us = net.queued["queued_latency_us"]
         net.bucket_cpu_latency = net.queued["bucket_cpu_latency"]
         net.ddp = measure_ddp_overhead(dist, torch)

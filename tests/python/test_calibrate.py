@@ -339,6 +339,23 @@ def test_ddp_queued_latency_refuses_a_coarse_count_that_does_not_split_the_stack
             calibrate.measure_ddp_queued_latency(None, torch, coarse=coarse)
 
 
+def test_ddp_queued_latency_without_a_coarse_count_gives_the_one_per_layer_curve_alone(tmp_path) -> None:
+    import torch  # noqa: PLC0415
+    import torch.distributed as dist  # noqa: PLC0415
+
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'store'}", rank=0, world_size=1)
+    try:
+        both = calibrate.measure_ddp_queued_latency(dist, torch, batches=(32,), rounds=1, block=2)
+        fine = calibrate.measure_ddp_queued_latency(dist, torch, batches=(32,), rounds=1, block=2, coarse=0)
+    finally:
+        dist.destroy_process_group()
+    assert both["coarse"] == 4 and both["bucket_cpu_latency"].startswith("4@")
+    assert "|16@" in both["bucket_cpu_latency"] and "coarse_gap_us" in both["points"][0]
+    assert set(both["median_ms"]) == {"1", "4", "16"}
+    assert fine["coarse"] == 0 and "@" not in fine["bucket_cpu_latency"] and ";" not in fine["bucket_cpu_latency"]
+    assert "coarse_gap_us" not in fine["points"][0] and set(fine["median_ms"]) == {"1", "16"}
+
+
 def test_bucket_cpu_latency_points_rise_with_the_gap_between_buckets() -> None:
     # (gap us, extra ms per further bucket) per batch, in any order: points
     # at increasing gaps, extras in us.
