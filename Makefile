@@ -6,7 +6,7 @@
 #   make test-asan   the C++ tests built with AddressSanitizer + UBSan (build/asan)
 #   make fuzz    libFuzzer on the trace reader and Graph load, FUZZ_SECONDS each (default 300)
 #   make replay-accuracy   replay every trace in ../shared/traces (docs/accuracy.md)
-#   make accuracy   predictions against real CPU training runs (docs/accuracy.md, 12-19 min)
+#   make accuracy   predictions against real CPU training runs (docs/accuracy.md, 12-20 min)
 #
 # On a fresh Debian machine these install what is missing: system packages with
 # apt-get (sudo when not root), Python packages into .venv. Stamps in .stamps/

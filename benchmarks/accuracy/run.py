@@ -626,8 +626,8 @@ def add_without_bucket_latency(out: Dict[str, Any], prof: Any, options: Dict[str
                                                         recorded)
     if "|" in curves:
         # The curve of the most buckets alone, for every count: the model
-        # until 2026-12-03, when each further bucket cost what one did in a
-        # step of one bucket per layer.
+        # of runs 47-48 (2026-12-03), when each further bucket cost what one
+        # did in a step of one bucket per layer.
         out["prediction_one_bucket_curve"] = predict(
             prof, "tensor_fusion", {**options, "bucket_cpu_latency": curves.rsplit("|", 1)[1].partition("@")[2]},
             recorded)
@@ -1056,8 +1056,8 @@ def table(rows: List[Dict[str, Any]], meta: Dict[str, Any]) -> str:
                             f"({r['prediction_no_bucket_latency']['error_pct']:+.1f}%)"
                             if r.get("prediction_no_bucket_latency") else "")
                          + (f"; with the curve of the most buckets for every bucket count "
-                            f"({r['prediction_one_bucket_curve']['options']['bucket_cpu_latency']}), the model until "
-                            f"2026-12-03, {r['prediction_one_bucket_curve']['predicted_ms']:.3f} ms "
+                            f"({r['prediction_one_bucket_curve']['options']['bucket_cpu_latency']}), the model of "
+                            f"runs 47-48, {r['prediction_one_bucket_curve']['predicted_ms']:.3f} ms "
                             f"({r['prediction_one_bucket_curve']['error_pct']:+.1f}%)"
                             if r.get("prediction_one_bucket_curve") else "")
                          + (f"; with the pass's default network (fitted to the trace's gloo:all_reduce spans) the "
