@@ -1162,8 +1162,9 @@ class NetworkCalibration:
     queued_latency_us: float = -1.0
     queued: Dict[str, Any] = dataclasses.field(default_factory=dict)  # how it and the next were measured
     #: What each further DDP bucket costs the computing thread after a gap
-    #: of compute, as tensor_fusion's ``bucket_cpu_latency`` ("GAP_US:US;...";
-    #: measured on gloo, see measure_ddp_queued_latency).
+    #: of compute, as tensor_fusion's ``bucket_cpu_latency`` (a curve per
+    #: bucket count, "4@GAP_US:US;...|16@GAP_US:US;...", or one "GAP_US:US;..."
+    #: for every count; measured on gloo, see measure_ddp_queued_latency).
     bucket_cpu_latency: str = ""
     #: The share of the fit's all-reduces that stalled (:func:`stalled_share`):
     #: on gloo with no core to spare, a scheduler tick each.
