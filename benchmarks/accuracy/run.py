@@ -619,7 +619,9 @@ def add_without_bucket_latency(out: Dict[str, Any], prof: Any, options: Dict[str
     """For comparison, where the calibration gives ``bucket_cpu_latency``:
     the prediction without it (every all-reduce's latency on the network,
     one queued behind another at ``queued_latency_us``: the pass's model
-    before 2026-11-29's eighth session)."""
+    before 2026-11-29's eighth session); where it holds a curve per bucket
+    count, also the prediction with the curve of the most buckets for every
+    count (``prediction_one_bucket_curve``)."""
     curves = options.get("bucket_cpu_latency", "")
     if curves:
         out["prediction_no_bucket_latency"] = predict(prof, "tensor_fusion", {**options, "bucket_cpu_latency": ""},

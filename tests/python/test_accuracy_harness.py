@@ -555,7 +555,7 @@ def test_a_tensor_fusion_row_compares_the_prediction_without_bucket_cpu_latency(
     run.add_without_bucket_latency(out, "prof", {"world_size": 2, "queued_latency_us": 250.0}, caps)
     assert calls == [] and "prediction_no_bucket_latency" not in out
     # With a curve per bucket count, also the one of the most buckets for
-    # every count (the model until 2026-12-03).
+    # every count (the model of runs 47-48).
     calls.clear()
     out = {}
     run.add_without_bucket_latency(out, "prof", {**options, "bucket_cpu_latency": "4@140:600.0|16@50:300.0;400:700.0"},
