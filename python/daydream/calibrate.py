@@ -1632,12 +1632,16 @@ def _timed_training_step(torch: Any, model: Any, batch: int) -> Callable[[], flo
 
 
 def _time_in_blocks(dist: Any, steps: Dict[Any, Callable[[], float]], times: Dict[Any, List[float]], rounds: int,
-                    block: int) -> None:
+                    block: int, repeats: Optional[Dict[Any, int]] = None) -> None:
     """Appends to ``times[key]`` the ms of ``block`` calls of ``steps[key]``
     back to back after a barrier, for every key, in ``rounds`` rounds whose
     order alternates (after one round of warm-up), as a training loop runs
-    its steps on every rank of the group."""
-    order = list(steps)
+    its steps on every rank of the group. ``repeats``: blocks per round of
+    the keys it names (1 for the others), spread through the round: after
+    every key's first block, the second of those with two or more, and so
+    on."""
+    blocks = {key: max(1, (repeats or {}).get(key, 1)) for key in steps}
+    order = [key for rep in range(max(blocks.values(), default=1)) for key in steps if blocks[key] > rep]
     for r in range(1 + rounds):
         for key in (order if r % 2 == 0 else order[::-1]):
             dist.barrier()
@@ -1832,7 +1836,8 @@ def _timed_backward(torch: Any, model: Any, batch: int) -> Callable[[], float]:
 
 
 def measure_ddp_queued_latency(dist: Any, torch: Any, layers: int = 16, batches: Sequence[int] = (32, 512, 2048),
-                               rounds: int = 10, block: int = 10, coarse: int = 4) -> Dict[str, Any]:
+                               rounds: int = 10, block: int = 10, coarse: int = 4,
+                               coarse_blocks: int = 3) -> Dict[str, Any]:
     """What each further DDP bucket costs a training step, as the
     communication passes' ``queued_latency_us`` and ``bucket_cpu_latency``
     (every rank of the current process group must call it).
@@ -1852,7 +1857,14 @@ def measure_ddp_queued_latency(dist: Any, torch: Any, layers: int = 16, batches:
     ``layers`` buckets. The same stack in ``coarse`` buckets (of ``layers /
     coarse`` layers each; 0: none) gives the curve for ``coarse`` buckets,
     at gaps ``layers / coarse`` times as long (:func:`bucket_latency_curves`):
-    a bucket costs more the fewer buckets the step has. On a 2-vCPU Intel
+    a bucket costs more the fewer buckets the step has. Its step with
+    all-reduces runs ``coarse_blocks`` blocks a round: that step's time is
+    bimodal (an all-reduce's thread woken at once or a scheduler tick
+    later), and its median's noise is shared by three further buckets, not
+    fifteen as sixteen buckets' is; on a 2-vCPU Intel guest it moved
+    0.5-0.6 ms between sets of ten rounds of one job, the one-bucket step's
+    0.10-0.37 ms and the quiet steps' 0.03-0.24 ms (2026-12-03,
+    docs/accuracy.md). On a 2-vCPU Intel
     guest with gloo's threads as scheduled a further bucket cost 0.45 ms
     after 0.13 ms of compute in four buckets, and 0.31 ms after 0.09 ms
     and 0.51 after 0.31 ms in sixteen (medians of six jobs, 2026-12-03);
@@ -1897,7 +1909,7 @@ def measure_ddp_queued_latency(dist: Any, torch: Any, layers: int = 16, batches:
     for batch in batches:
         steps = {k: _timed_training_step(torch, m, batch) for k, m in models.items()}
         times: Dict[Tuple[int, bool], List[float]] = {k: [] for k in steps}
-        _time_in_blocks(dist, steps, times, rounds, block)
+        _time_in_blocks(dist, steps, times, rounds, block, {(coarse, True): coarse_blocks} if coarse else None)
         backward = _timed_backward(torch, models[(layers, False)], batch)
         backward()
         gap_us = statistics.median(backward() for _ in range(9)) / layers * 1e6
@@ -1911,6 +1923,7 @@ def measure_ddp_queued_latency(dist: Any, torch: Any, layers: int = 16, batches:
             "per_bucket_ms": ddp_extra_per_bucket_ms(*fine),
             "quiet_median_ms": {str(k): statistics.median(v) for k, v in quiet.items()},
             "median_ms": {str(k): statistics.median(v) for k, v in real.items()},
+            "steps": {str(k): len(v) for k, v in real.items()},
         }
         if coarse:
             point["coarse_gap_us"] = gap_us * layers / coarse

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import os
 import re
+from typing import Callable, Dict, List
 
 import pytest
 
@@ -331,6 +332,37 @@ def test_ddp_queued_latency_is_the_extra_communication_of_more_buckets_per_ring_
     assert calibrate.ddp_extra_per_bucket_ms(quiet, {1: [3.5], 16: [3.0]}) == pytest.approx(-1.0 / 15)
 
 
+def test_blocks_in_turn_time_a_repeated_configuration_more_often_spread_through_each_round() -> None:
+    calls: List[str] = []
+
+    class _Dist:
+        @staticmethod
+        def barrier() -> None:
+            calls.append("|")
+
+    def step(key: str) -> Callable[[], float]:
+        def run() -> float:
+            calls.append(key)
+            return 0.001
+        return run
+
+    steps = {key: step(key) for key in ("a", "b", "c")}
+    times: Dict[str, List[float]] = {key: [] for key in steps}
+    calibrate._time_in_blocks(_Dist(), steps, times, rounds=2, block=2, repeats={"b": 3})
+    # One round of warm-up, untimed, then two: "b" three blocks a round.
+    assert {key: len(v) for key, v in times.items()} == {"a": 4, "b": 12, "c": 4}
+    assert times["a"] == [pytest.approx(1.0)] * 4
+    rounds = "".join(calls).split("|")[1:-1]
+    # Every key's first block, then b's further ones; each other round the order reversed.
+    assert rounds[:5] == ["aa", "bb", "cc", "bb", "bb"]
+    assert rounds[5:10] == ["bb", "bb", "cc", "bb", "aa"]
+    assert len(rounds) == 15
+    # Without repeats, one block of each a round.
+    times = {key: [] for key in steps}
+    calibrate._time_in_blocks(_Dist(), steps, times, rounds=1, block=1)
+    assert {key: len(v) for key, v in times.items()} == {"a": 1, "b": 1, "c": 1}
+
+
 def test_ddp_queued_latency_refuses_a_coarse_count_that_does_not_split_the_stack() -> None:
     import torch  # noqa: PLC0415
 
@@ -352,8 +384,11 @@ def test_ddp_queued_latency_without_a_coarse_count_gives_the_one_per_layer_curve
     assert both["coarse"] == 4 and both["bucket_cpu_latency"].startswith("4@")
     assert "|16@" in both["bucket_cpu_latency"] and "coarse_gap_us" in both["points"][0]
     assert set(both["median_ms"]) == {"1", "4", "16"}
+    # The four-bucket step with its all-reduces, the noisiest, is timed three times as often.
+    assert both["points"][0]["steps"] == {"1": 2, "4": 6, "16": 2}
     assert fine["coarse"] == 0 and "@" not in fine["bucket_cpu_latency"] and ";" not in fine["bucket_cpu_latency"]
     assert "coarse_gap_us" not in fine["points"][0] and set(fine["median_ms"]) == {"1", "16"}
+    assert fine["points"][0]["steps"] == {"1": 2, "16": 2}
 
 
 def test_bucket_cpu_latency_points_rise_with_the_gap_between_buckets() -> None:
