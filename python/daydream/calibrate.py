@@ -1890,6 +1890,8 @@ def measure_ddp_queued_latency(dist: Any, torch: Any, layers: int = 16, batches:
     if coarse and not (1 < coarse < layers and layers % coarse == 0):
         raise DaydreamError(f"measure_ddp_queued_latency: coarse must be 0 or divide layers ({layers}) into "
                             f"more than one bucket of more than one layer, got {coarse}")
+    if coarse_blocks < 1:
+        raise DaydreamError(f"measure_ddp_queued_latency: coarse_blocks must be at least 1, got {coarse_blocks}")
     layer_bytes = (64 * 64 + 64) * 4  # a Linear(64, 64)'s gradients
     counts = [1, *([coarse] if coarse else []), layers]
     models: Dict[Tuple[int, bool], Any] = {}

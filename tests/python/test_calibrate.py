@@ -369,6 +369,9 @@ def test_ddp_queued_latency_refuses_a_coarse_count_that_does_not_split_the_stack
     for coarse in (1, 3, 16, 32):
         with pytest.raises(DaydreamError, match="coarse must be 0 or divide layers"):
             calibrate.measure_ddp_queued_latency(None, torch, coarse=coarse)
+    for blocks in (0, -1):
+        with pytest.raises(DaydreamError, match="coarse_blocks must be at least 1, got"):
+            calibrate.measure_ddp_queued_latency(None, torch, coarse_blocks=blocks)
 
 
 def test_ddp_queued_latency_without_a_coarse_count_gives_the_one_per_layer_curve_alone(tmp_path) -> None:
