@@ -1860,8 +1860,9 @@ def measure_ddp_queued_latency(dist: Any, torch: Any, layers: int = 16, batches:
     a bucket costs more the fewer buckets the step has. Its step with
     all-reduces runs ``coarse_blocks`` blocks a round: that step's time is
     bimodal (an all-reduce's thread woken at once or a scheduler tick
-    later), and its median's noise is shared by three further buckets, not
-    fifteen as sixteen buckets' is; on a 2-vCPU Intel guest it moved
+    later), and its median's noise is shared by ``coarse - 1`` further
+    buckets, not ``layers - 1`` (with 4 and 16: three, not fifteen); on a
+    2-vCPU Intel guest the 4-bucket step's moved
     0.5-0.6 ms between sets of ten rounds of one job, the one-bucket step's
     0.10-0.37 ms and the quiet steps' 0.03-0.24 ms (2026-12-03,
     docs/accuracy.md). On a 2-vCPU Intel
