@@ -718,3 +718,25 @@ def test_finish_takes_a_tensor_fusion_speed_up_against_the_repriced_capture():
     assert single["predicted_ms"] == pytest.approx(2.5) and "error_replay_ratio_pct" not in single
     assert single["predicted_additive_ms"] == pytest.approx(3.0)
     assert run.summary([{**single, "experiment": "amp", "model": "mlp"}]).get("replay_ratio_count") is None
+
+
+def test_phase_check_real_changes_are_optimized_minus_baseline_medians_per_phase_and_step():
+    check = load_script("phase_check.py")
+    baseline = [(1.0, 2.0, 0.5), (1.2, 2.2, 0.7), (0.8, 1.8, 0.6)]
+    optimized = [(1.5, 3.0, 0.9), (1.7, 2.6, 0.5), (1.6, 2.8, 0.4)]
+    changes = check.real_changes(optimized, baseline)
+    assert changes["forward"] == pytest.approx(1.6 - 1.0)
+    assert changes["backward"] == pytest.approx(2.8 - 2.0)
+    assert changes["optimizer"] == pytest.approx(0.5 - 0.6)
+    # The step's change is of the median sum (4.8), not the sum of the phase medians (4.9).
+    assert changes["step"] == pytest.approx(4.8 - 3.5)
+
+
+def test_phase_check_replay_changes_take_each_calls_difference_then_the_median():
+    check = load_script("phase_check.py")
+    calls = [{"forward": (2.0, 1.0), "backward": (5.0, 3.0)},
+             {"forward": (3.0, 1.5), "backward": (4.0, 3.5)},
+             {"forward": (1.0, 0.8), "backward": (6.0, 3.0)}]
+    assert check.replay_changes(calls) == pytest.approx({"forward": 1.0, "backward": 2.0})
+    # A phase one call could not replay is left out rather than half-counted.
+    assert check.replay_changes([*calls, {"forward": (1.0, 0.5)}]) == pytest.approx({"forward": 0.75})
