@@ -1672,9 +1672,10 @@ def measure_ddp_gap_latency(dist: Any, torch: Any, latency_us: float, bandwidth_
     median, its extra the real step's median less the quiet one's, less the
     ring model's time for the bucket (:func:`ddp_gap_points`).
 
-    The same stack with a buffer of ``buffer_bytes``, which DDP broadcasts
-    from rank 0 before every forward (``broadcast_buffers``, as for a
-    model's batch-norm statistics), is timed in the same rounds: what the
+    The same stack with a batch norm's buffers, ``buffer_bytes`` of float
+    statistics and an int64 count, which DDP broadcasts from rank 0 before
+    every forward (``broadcast_buffers``), one broadcast per dtype as for a
+    model's batch norms, is timed in the same rounds: what the
     broadcast adds to the real step, less the ring model's time for it, at
     each step length, is ``data_parallel``'s ``broadcast_latency``. On a
     2-vCPU host a broadcast of the harness's CNN buffers added 1.8-2.5 ms
@@ -1722,10 +1723,15 @@ def measure_ddp_gap_latency(dist: Any, torch: Any, latency_us: float, bandwidth_
         # The same with a buffer DDP broadcasts from rank 0 before every
         # forward; each rank starts with its own values, so that the
         # broadcast can be seen to have run.
+        # Its buffers are a batch norm's: float statistics and an int64
+        # count (num_batches_tracked), which DDP broadcasts apart, one
+        # broadcast per dtype; one float buffer alone missed the second.
         buffered = _linear_stack(torch, layers)
         buffered.register_buffer("stats", torch.full((buffer_bytes // 4,), float(dist.get_rank())))
+        buffered.register_buffer("count", torch.tensor(dist.get_rank(), dtype=torch.int64))
         broadcasting = DistributedDataParallel(buffered, broadcast_buffers=True)
-        buffered.stats.fill_(float(dist.get_rank()))  # DDP's construction synced it once
+        buffered.stats.fill_(float(dist.get_rank()))  # DDP's construction synced them once
+        buffered.count.fill_(dist.get_rank())
     quiet.register_comm_hook(None, keep_bucket_hook)
     nbytes = sum(p.numel() * p.element_size() for p in real.parameters())
     models = {"quiet": quiet, "real": real, "broadcast": broadcasting}
@@ -1734,7 +1740,7 @@ def measure_ddp_gap_latency(dist: Any, torch: Any, latency_us: float, bandwidth_
     _time_in_blocks(dist, steps, times, rounds, block)
     quiet_ms, real_ms, broadcast_ms = ({float(b): times[(b, kind)] for b in sizes} for kind in models)
     # Every rank holds rank 0's buffer: the broadcasting steps broadcast.
-    synced = torch.tensor([1 if bool((buffered.stats == 0).all()) else 0])
+    synced = torch.tensor([1 if bool((buffered.stats == 0).all()) and int(buffered.count) == 0 else 0])
     dist.all_reduce(synced, op=dist.ReduceOp.MIN)
     world = dist.get_world_size()
     wire_us = _ring_all_reduce_s(nbytes, world, latency_us, bandwidth_gbps) * 1e6
@@ -1745,6 +1751,7 @@ def measure_ddp_gap_latency(dist: Any, torch: Any, latency_us: float, bandwidth_
         "gap_latency": ddp_gap_points(quiet_ms, real_ms, wire_us),
         "broadcast_latency": ddp_gap_points(quiet_ms, broadcast_ms, broadcast_wire_us, base_ms=real_ms),
         "buffer_bytes": buffer_bytes,
+        "buffer_dtypes": [str(b.dtype) for b in buffered.buffers()],
         "buffers_broadcast": bool(synced.item()),
         "broadcast_median_ms": {str(b): statistics.median(broadcast_ms[float(b)]) for b in sizes},
         "bytes": nbytes,

@@ -70,7 +70,9 @@ def test_calibrate_network_measures_gloo_between_local_processes() -> None:
     # And what DDP's broadcast of a module's buffer adds to those steps, at
     # the same step lengths: data_parallel's broadcast_latency.
     assert net.ddp_gaps["buffer_bytes"] == 4096
-    assert net.ddp_gaps["buffers_broadcast"] is True  # rank 1's buffer holds rank 0's values
+    # A batch norm's buffers, which DDP broadcasts one dtype at a time: two broadcasts.
+    assert net.ddp_gaps["buffer_dtypes"] == ["torch.float32", "torch.int64"]
+    assert net.ddp_gaps["buffers_broadcast"] is True  # rank 1's buffers hold rank 0's values
     assert net.broadcast_latency == net.ddp_gaps["broadcast_latency"]
     broadcast = [tuple(map(float, p.split(":"))) for p in net.broadcast_latency.split(";")]
     assert [g for g, _ in broadcast] == [g for g, _ in points]
