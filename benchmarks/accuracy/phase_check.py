@@ -69,11 +69,17 @@ def real_changes(optimized: Sequence[Tuple[float, float, float]], baseline: Sequ
     return out
 
 
-def replay_changes(calls: Sequence[Dict[str, Tuple[float, float]]]) -> Dict[str, float]:
-    """The median over ``calls`` (each a phase-times dict: (optimized ms,
-    baseline ms) per phase) of each phase's change."""
-    return {phase: statistics.median(c[phase][0] - c[phase][1] for c in calls)
+def call_changes(calls: Sequence[Dict[str, Tuple[float, float]]]) -> Dict[str, List[float]]:
+    """Each phase's change in every one of ``calls`` (each a phase-times
+    dict: (optimized ms, baseline ms) per phase), for the phases every call
+    replayed."""
+    return {phase: [c[phase][0] - c[phase][1] for c in calls]
             for phase in ("forward", "backward") if all(phase in c for c in calls)}
+
+
+def replay_changes(calls: Sequence[Dict[str, Tuple[float, float]]]) -> Dict[str, float]:
+    """The median over ``calls`` of each phase's change (:func:`call_changes`)."""
+    return {phase: statistics.median(changes) for phase, changes in call_changes(calls).items()}
 
 
 def check(name: str, experiment: str, rounds: int, steps: int, warmup: int) -> Dict[str, Any]:
@@ -88,15 +94,14 @@ def check(name: str, experiment: str, rounds: int, steps: int, warmup: int) -> D
     optimizer = adam(model.parameters())
     x, y = make_batch(name, BATCH[name])
     inputs = [(tuple(x.shape), x.dtype)]
+    base = phase_step(model, x, y, loss_for(name), optimizer, autocast=False)
     if experiment == "amp":
-        base = phase_step(model, x, y, loss_for(name), optimizer, autocast=False)
         opt = phase_step(model, x, y, loss_for(name), optimizer, autocast=True)
 
         def replay() -> Dict[str, Tuple[float, float]]:
             return calibrate.amp_cpu_phase_times(model, inputs)
     else:
         x2, y2 = make_batch(name, 2 * BATCH[name])
-        base = phase_step(model, x, y, loss_for(name), optimizer, autocast=False)
         opt = phase_step(model, x2, y2, loss_for(name), optimizer, autocast=False)
 
         def replay() -> Dict[str, Tuple[float, float]]:
@@ -114,8 +119,7 @@ def check(name: str, experiment: str, rounds: int, steps: int, warmup: int) -> D
     replayed = replay_changes(calls)
     step_ms = statistics.median(sum(s) for s in times["opt"])
     miss = sum(replayed.get(p, 0.0) - real[p] for p in ("forward", "backward"))
-    spread = {phase: (min(c[phase][0] - c[phase][1] for c in calls), max(c[phase][0] - c[phase][1] for c in calls))
-              for phase in replayed}
+    spread = {phase: (min(changes), max(changes)) for phase, changes in call_changes(calls).items()}
     return {"model": name, "experiment": experiment, "real": real, "replay": replayed, "replay_range": spread,
             "optimized_step_ms": step_ms, "miss_ms": miss, "miss_pct": 100 * miss / step_ms}
 

@@ -1720,12 +1720,11 @@ def measure_ddp_gap_latency(dist: Any, torch: Any, latency_us: float, bandwidth_
         torch.manual_seed(0)
         real = DistributedDataParallel(_linear_stack(torch, layers), broadcast_buffers=False)
         quiet = DistributedDataParallel(_linear_stack(torch, layers), broadcast_buffers=False)
-        # The same with a buffer DDP broadcasts from rank 0 before every
-        # forward; each rank starts with its own values, so that the
-        # broadcast can be seen to have run.
-        # Its buffers are a batch norm's: float statistics and an int64
-        # count (num_batches_tracked), which DDP broadcasts apart, one
-        # broadcast per dtype; one float buffer alone missed the second.
+        # The same with a batch norm's buffers, which DDP broadcasts from
+        # rank 0 before every forward, one broadcast per dtype: float
+        # statistics and an int64 count (num_batches_tracked); one float
+        # buffer alone missed the second. Each rank starts with its own
+        # values, so that the broadcasts can be seen to have run.
         buffered = _linear_stack(torch, layers)
         buffered.register_buffer("stats", torch.full((buffer_bytes // 4,), float(dist.get_rank())))
         buffered.register_buffer("count", torch.tensor(dist.get_rank(), dtype=torch.int64))
