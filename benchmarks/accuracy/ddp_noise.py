@@ -23,13 +23,17 @@ plain step alone and on both ranks at once, DDP with nothing to
 communicate, DDP, and DDP's all-reduces timed from issue to end (and, for a
 model with buffers, DDP without its buffer broadcast); with
 ``--stand-in``, also stand-ins for the model with its gradient bytes and
-step time, in DDP with and without communication.
+step time, in DDP with and without communication, and, for a model with
+buffers, the calibration's broadcast stand-in (16 x Linear(64, 64) at the
+model's step time) carrying the model's buffers, with and without DDP's
+buffer broadcast: what the broadcast adds to each step, median and mean.
 
     python benchmarks/accuracy/ddp_noise.py --model mlp --cap 25 --jobs 3
     python benchmarks/accuracy/ddp_noise.py --model mlp --jobs 2 --comm-threads realtime
     python benchmarks/accuracy/ddp_noise.py --model transformer --jobs 1 --phases --comm-threads realtime
     python benchmarks/accuracy/ddp_noise.py --model transformer --jobs 2 --decompose --steps 400
     python benchmarks/accuracy/ddp_noise.py --model transformer --jobs 2 --decompose --stand-in --steps 300
+    python benchmarks/accuracy/ddp_noise.py --model cnn --jobs 2 --decompose --stand-in --steps 800
 
 Diagnostic only: nothing here feeds a prediction (docs/history/accuracy-log.md, "How far
 the two-process truth itself moves").
@@ -365,9 +369,9 @@ def stand_in_configs(rank: int, dist: Any, DDP: Any, adam: Any, model: Any, mode
     nbytes = sum(p.numel() * p.element_size() for p in model.parameters())
     layers = max(1, round(nbytes / (64 * 65 * 4)))
 
-    def stack() -> Any:
+    def stack(n: int = layers) -> Any:
         torch.manual_seed(0)
-        return torch.nn.Sequential(*[torch.nn.Linear(64, 64) for _ in range(layers)])
+        return torch.nn.Sequential(*[torch.nn.Linear(64, 64) for _ in range(n)])
 
     def median_ms(fn: Any, n: int = 15) -> float:
         fn()
@@ -381,15 +385,19 @@ def stand_in_configs(rank: int, dist: Any, DDP: Any, adam: Any, model: Any, mode
     target = median_ms(model_step)
     loss = torch.nn.MSELoss()
 
-    def step_s(batch: int) -> float:
-        m = stack()
-        xs, ys = torch.randn(batch, 64), torch.randn(batch, 64)
-        return median_ms(training_step(m, xs, ys, loss, adam(m.parameters()))) / 1e3
+    def batch_for_target(n: int) -> int:
+        """Rank 0's batch at which an ``n``-layer stack's plain step takes
+        the model's, for every rank."""
+        def step_s(batch: int) -> float:
+            m = stack(n)
+            xs, ys = torch.randn(batch, 64), torch.randn(batch, 64)
+            return median_ms(training_step(m, xs, ys, loss, adam(m.parameters()))) / 1e3
 
-    batch = batches_for_step_lengths(step_s, [target / 1e3], 1 << 16)[0] or 1
-    b = torch.tensor([batch])
-    dist.broadcast(b, 0)
-    batch = int(b[0])
+        b = torch.tensor([batches_for_step_lengths(step_s, [target / 1e3], 1 << 16)[0] or 1])
+        dist.broadcast(b, 0)
+        return int(b[0])
+
+    batch = batch_for_target(layers)
     xs, ys = torch.randn(batch, 64), torch.randn(batch, 64)
     # The calibration's form: one Linear(256, 256) after matmuls that take
     # the model's step time.
@@ -426,10 +434,38 @@ def stand_in_configs(rank: int, dist: Any, DDP: Any, adam: Any, model: Any, mode
                                                         torch.optim.SGD(m.parameters(), lr=0.0))
             else:
                 out[f"{label}: {name}"] = padded(m, adam(m.parameters()) if adam_too else None)
+    note = ""
+    buffers = dict(model.named_buffers())
+    if buffers:
+        # The calibration's broadcast stand-in (measure_ddp_gap_latency's
+        # 16 layers, at the model's step time) carrying the model's own
+        # buffers, each rank its own values as there: what DDP's buffer
+        # broadcast adds to it, beside what it adds to the model.
+        batch16 = batch_for_target(16)
+        xb, yb = torch.randn(batch16, 64), torch.randn(batch16, 64)
+        for name, broadcast in (("no broadcast", False), ("broadcast", True)):
+            m = stack(16)
+            for i, b in enumerate(buffers.values()):
+                m.register_buffer(f"b{i}", torch.full_like(b, rank))
+            ddp = DDP(m, broadcast_buffers=broadcast)
+            out[f"broadcast stand-in: DDP, {name}"] = training_step(ddp, xb, yb, loss, adam(ddp.parameters()))
+        nb = sum(b.numel() * b.element_size() for b in buffers.values())
+        note = f"; broadcast stand-in: 16 x Linear(64, 64) with the model's {len(buffers)} buffers ({nb} B), batch {batch16}"
     if rank == 0:
         print(f"stand-in: {layers} x Linear(64, 64) ({nbytes / 1e6:.3f} MB of gradients), batch {batch}; "
-              f"{matmuls} matmuls; model's plain step {target:.3f} ms", flush=True)
+              f"{matmuls} matmuls; model's plain step {target:.3f} ms{note}", flush=True)
     return out
+
+
+def broadcast_extras(decomposed: Dict[str, Dict[str, float]]) -> Dict[str, Dict[str, float]]:
+    """What DDP's buffer broadcast adds to the model's step and to the
+    broadcast stand-in's, from :func:`decompose`'s figures: each with the
+    broadcast less without it, of the medians and of the means, ms (only
+    those both configurations of which ran: a model with buffers)."""
+    pairs = {"the model": ("DDP", "DDP, no buffer broadcast"),
+             "the broadcast stand-in": ("broadcast stand-in: DDP, broadcast", "broadcast stand-in: DDP, no broadcast")}
+    return {who: {k: decomposed[on][k] - decomposed[off][k] for k in ("median", "mean")}
+            for who, (on, off) in pairs.items() if on in decomposed and off in decomposed}
 
 
 def one_job(a: argparse.Namespace) -> Dict[str, Any]:
@@ -479,8 +515,12 @@ def main() -> int:
     for j in range(a.jobs):
         r = one_job(a)
         if a.decompose:
-            for config, d in r["decompose"].items():
-                print(f"job {j + 1}: {config:<26} " + "  ".join(f"{k} {v:.3f}" for k, v in d.items()) + " ms")
+            d = r["decompose"]
+            for config, v in d.items():
+                print(f"job {j + 1}: {config:<26} " + "  ".join(f"{k} {x:.3f}" for k, x in v.items()) + " ms")
+            for who, added in broadcast_extras(d).items():
+                print(f"job {j + 1}: the buffer broadcast adds to {who}'s step: "
+                      + "  ".join(f"{k} {v:+.3f}" for k, v in added.items()) + " ms")
             continue
         if a.phases:
             for config, d in r["phases"].items():

@@ -49,6 +49,20 @@ def test_ddp_noise_histogram_puts_each_time_in_its_bin_and_skips_empty_ones():
     assert noise.histogram([], (1, 2)) == ""
 
 
+def test_ddp_noise_broadcast_extras_pair_each_step_with_its_own_without_the_broadcast():
+    noise = load_script("ddp_noise.py")
+    d = {"DDP": {"median": 6.4, "mean": 6.5, "round_medians_median": 6.3},
+         "DDP, no buffer broadcast": {"median": 4.0, "mean": 4.75, "round_medians_median": 4.1},
+         "broadcast stand-in: DDP, broadcast": {"median": 5.5, "mean": 6.0, "round_medians_median": 5.4},
+         "broadcast stand-in: DDP, no broadcast": {"median": 4.0, "mean": 4.25, "round_medians_median": 3.9}}
+    extras = noise.broadcast_extras(d)
+    assert list(extras) == ["the model", "the broadcast stand-in"]
+    assert extras["the model"] == pytest.approx({"median": 2.4, "mean": 1.75})
+    assert extras["the broadcast stand-in"] == pytest.approx({"median": 1.5, "mean": 1.75})
+    # A model without buffers ran neither pair's second half: nothing to report.
+    assert noise.broadcast_extras({"DDP": d["DDP"]}) == {}
+
+
 def test_ddp_noise_cpu_shares_sum_each_names_threads_over_the_wall_time():
     noise = load_script("ddp_noise.py")
     before = {1: ("python", 1_000), 2: ("gloo_tcp_loop", 0), 3: ("pt_gloo_runloop", 500)}
