@@ -16,7 +16,9 @@ Python process, on the CPU:
 2. the baseline is captured with ``daydream.Profiler(model=..., optimizer=...)``
    and ``daydream.predict`` runs the matching pass on its graph;
 3. the prediction of the unprofiled optimized step is
-   ``baseline median (unprofiled) / predicted speed-up`` (ratio carry-over).
+   ``baseline median (unprofiled) / predicted speed-up`` (ratio carry-over;
+   on data_parallel the step with the network priced at zero so, plus what
+   the calibrated network adds to it in ms: ``carried_ms``).
    daydream.Profiler removes the profiler's own overhead from the graph it
    captures, so the pass's own ``predicted_ms`` predicts the unprofiled
    optimized step directly too: it is reported beside it (``raw_predicted_ms``
@@ -708,17 +710,33 @@ def model_speedup(pred: Dict[str, Any]) -> float:
     return model_baseline_ms(pred) / pred["raw_predicted_ms"] if pred.get("repriced_ms") else pred["speedup"]
 
 
+def carried_ms(row: Dict[str, Any], pred: Dict[str, Any]) -> float:
+    """A prediction of the row carried over to the unprofiled run: the
+    unprofiled baseline / the predicted speed-up (the ratio), but on a row
+    with the step predicted with the network priced at zero
+    (``prediction_no_comm``, data_parallel) that step by the ratio and what
+    the communication adds to it in ms (:func:`split`)."""
+    base = row["baseline"]["median_ms"]
+    quiet = row.get("prediction_no_comm")
+    if quiet:
+        q = quiet["raw_predicted_ms"]
+        return base * q / model_baseline_ms(pred) + pred["raw_predicted_ms"] - q
+    return base / model_speedup(pred)
+
+
 def finish(row: Dict[str, Any]) -> Dict[str, Any]:
-    """predicted = unprofiled baseline / predicted speed-up; error; noise.
-    On the tensor_fusion rows the speed-up is against the captured
-    configuration repriced by the pass (model_speedup); the one against the
-    capture's replay stays beside it (``predicted_replay_ratio_ms``)."""
+    """predicted = the prediction carried over to the unprofiled run
+    (:func:`carried_ms`); error; noise. On the tensor_fusion rows the
+    speed-up is against the captured configuration repriced by the pass
+    (model_speedup); the one against the capture's replay stays beside it
+    (``predicted_replay_ratio_ms``). On the data_parallel rows the ratio
+    alone stays beside the split (``predicted_ratio_ms``)."""
     if "skipped" in row:
         return row
     base = row["baseline"]["median_ms"]
     measured = row["optimized"]["median_ms"]
     pred = row["prediction"]
-    predicted = base / model_speedup(pred)
+    predicted = carried_ms(row, pred)
     measured_speedup = base / measured
     ratios = row.pop("round_speedups")
     # Two standard errors of the per-round measured speed-ups.
@@ -728,7 +746,7 @@ def finish(row: Dict[str, Any]) -> Dict[str, Any]:
         predicted_ms=predicted,
         measured_ms=measured,
         error_pct=100.0 * (predicted - measured) / measured,
-        predicted_speedup=model_speedup(pred),
+        predicted_speedup=base / predicted,
         measured_speedup=measured_speedup,
         round_speedups=ratios,
         noise_pct=noise,
@@ -740,11 +758,12 @@ def finish(row: Dict[str, Any]) -> Dict[str, Any]:
         row["error_replay_ratio_pct"] = 100.0 * (row["predicted_replay_ratio_ms"] - measured) / measured
         row["repriced_baseline_error_pct"] = 100.0 * (pred["repriced_ms"] - base) / base
     additive(row)
+    split(row)
     direct(row)
     for key in ALTERNATIVE_PREDICTIONS:
         alt = row.get(key)
         if alt:
-            alt["predicted_ms"] = base / model_speedup(alt)
+            alt["predicted_ms"] = carried_ms(row, alt)
             alt["error_pct"] = 100.0 * (alt["predicted_ms"] - measured) / measured
     return row
 
@@ -816,6 +835,22 @@ def additive(row: Dict[str, Any]) -> None:
     pred = row["prediction"]
     row["predicted_additive_ms"] = row["baseline"]["median_ms"] + pred["raw_predicted_ms"] - model_baseline_ms(pred)
     row["error_additive_pct"] = 100.0 * (row["predicted_additive_ms"] - row["measured_ms"]) / row["measured_ms"]
+
+
+def split(row: Dict[str, Any]) -> None:
+    """data_parallel's headline carry-over (:func:`carried_ms`): its two
+    parts carried over each their own way, the step with the network priced
+    at zero (``prediction_no_comm``: the capture's compute, DDP's CPU work)
+    by the ratio, as the profiler slowed it, and what the communication adds
+    to it (the calibrated network, gap and broadcast latencies, measured
+    without the profiler, in ms) as it is: unprofiled baseline x quiet /
+    replayed + (predicted - quiet). The ratio alone, kept beside it as
+    ``predicted_ratio_ms``, scales the communication too by how far the
+    capture's replay is from the unprofiled step."""
+    if not row.get("prediction_no_comm"):
+        return
+    row["predicted_ratio_ms"] = row["baseline"]["median_ms"] / model_speedup(row["prediction"])
+    row["error_ratio_pct"] = 100.0 * (row["predicted_ratio_ms"] - row["measured_ms"]) / row["measured_ms"]
 
 
 def direct(row: Dict[str, Any]) -> None:
@@ -967,7 +1002,9 @@ def table(rows: List[Dict[str, Any]], meta: Dict[str, Any]) -> str:
         f"whole run {meta['wall_s'] / 60:.1f} min, 1-minute load average {meta['loadavg_1min']['start']:.1f} at the "
         f"start, {meta['loadavg_1min']['end']:.1f} at the end). Predicted = unprofiled baseline / predicted speed-up; "
         "on the tensor_fusion rows the speed-up is against the captured configuration put through the same pass "
-        "(its recorded all-reduces repriced as the new ones are), not against the capture's replay. "
+        "(its recorded all-reduces repriced as the new ones are), not against the capture's replay; on the "
+        "data_parallel rows the step predicted with the network priced at zero is carried over so, and what the "
+        "communication adds to it is added in ms. "
         "Spread = 10th–90th percentile of the optimized run's step times; noise = two standard errors of the "
         "per-round measured speed-ups, in % of the measured speed-up; on the two-process rows, (jobs N) is how far "
         "the one-bucket DDP step's median moved between the separate jobs of this run that measured it "
@@ -1136,7 +1173,11 @@ def table(rows: List[Dict[str, Any]], meta: Dict[str, Any]) -> str:
                f"instead of the repriced capture (`predicted_replay_ratio_ms`): median |error| "
                f"{s['replay_ratio_median_abs_error_pct']:.1f}%, max {s['replay_ratio_max_abs_error_pct']:.1f}% "
                f"(the repriced rows: {s['repriced_median_abs_error_pct']:.1f}%, max "
-               f"{s['repriced_max_abs_error_pct']:.1f}%)." if s.get("replay_ratio_count") else ""))
+               f"{s['repriced_max_abs_error_pct']:.1f}%)." if s.get("replay_ratio_count") else "")
+            + (f" On the {s['split_count']} data_parallel rows, the ratio carry-over instead of the split "
+               f"(`predicted_ratio_ms`): median |error| {s['split_ratio_median_abs_error_pct']:.1f}%, max "
+               f"{s['split_ratio_max_abs_error_pct']:.1f}% (the split: {s['split_median_abs_error_pct']:.1f}%, max "
+               f"{s['split_max_abs_error_pct']:.1f}%)." if s.get("split_count") else ""))
     else:
         lines.append("No experiment ran.")
     return "\n".join(lines)
@@ -1148,6 +1189,19 @@ def noise_cell(r: Dict[str, Any]) -> str:
     between = [f"{label} {r[key]:.1f}" for key, label in (("job_noise_pct", "jobs"), ("speedup_jobs_pct", "speed-up"))
                if key in r]
     return f"{r['noise_pct']:.1f}" + (f" ({'; '.join(between)})" if between else "")
+
+
+def split_summary(done: List[Dict[str, Any]]) -> Dict[str, Any]:
+    """The rows carried over split (data_parallel): the median and largest
+    |error| of the split, the headline, beside the ratio's on the same rows."""
+    rows = [r for r in done if "error_ratio_pct" in r]
+    if not rows:
+        return {}
+    split_errs, ratio_errs = [abs(r["error_pct"]) for r in rows], [abs(r["error_ratio_pct"]) for r in rows]
+    return {"split_count": len(rows),
+            "split_median_abs_error_pct": statistics.median(split_errs), "split_max_abs_error_pct": max(split_errs),
+            "split_ratio_median_abs_error_pct": statistics.median(ratio_errs),
+            "split_ratio_max_abs_error_pct": max(ratio_errs)}
 
 
 def summary(rows: List[Dict[str, Any]]) -> Dict[str, Any]:
@@ -1175,6 +1229,7 @@ def summary(rows: List[Dict[str, Any]]) -> Dict[str, Any]:
             statistics.median(abs(r["baseline_replay_error_pct"]) for r in done) if done else None,
         "targets": {"median_abs_error_pct": TARGET_MEDIAN, "max_abs_error_pct": TARGET_MAX},
         **repriced_summary(done),
+        **split_summary(done),
     }
 
 
@@ -1286,9 +1341,7 @@ def main() -> int:
         saved = json.loads(a.from_json.read_text())
         rows, meta = saved["rows"], saved["meta"]
         for row in rows:
-            if "skipped" not in row:
-                additive(row)
-                direct(row)
+            finish(row)  # the carry-overs again, from the same measurements
             cfg = row.get("config", {})
             if "compile_s" in cfg:
                 cfg["optimized"] = f"torch.compile(model) (inductor, CPU; first 3 steps {cfg['compile_s']:.0f} s)"
@@ -1330,7 +1383,8 @@ def main() -> int:
                       f"{row['measured_ms']:8.3f} ms  error {row['error_pct']:+6.1f}%  noise ±{row['noise_pct']:.1f}%  "
                       f"(baseline {row['baseline']['median_ms']:.3f} ms, speed-up {row['predicted_speedup']:.3f} "
                       f"predicted / {row['measured_speedup']:.3f} measured; additive {row['error_additive_pct']:+.1f}%, "
-                      f"direct {row['error_direct_pct']:+.1f}%, baseline replay {row['baseline_replay_error_pct']:+.1f}%"
+                      + (f"ratio {row['error_ratio_pct']:+.1f}%, " if "error_ratio_pct" in row else "")
+                      + f"direct {row['error_direct_pct']:+.1f}%, baseline replay {row['baseline_replay_error_pct']:+.1f}%"
                       + (f", against the replay {row['error_replay_ratio_pct']:+.1f}%, repriced baseline "
                          f"{row['repriced_baseline_error_pct']:+.1f}%" if "error_replay_ratio_pct" in row else "")
                       + f"; {row['wall_s']:.0f} s)"

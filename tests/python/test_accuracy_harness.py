@@ -701,6 +701,42 @@ def test_predict_with_the_recorded_options_reprices_the_capture_through_the_same
     assert run.predict(Prof(), "amp", {})["repriced_ms"] is None and len(calls) == 1
 
 
+def test_data_parallel_carries_the_quiet_step_by_the_ratio_and_adds_the_communication_in_ms():
+    run = load_run()
+
+    def pred(raw):
+        return {"raw_predicted_ms": raw, "replayed_ms": 4.0, "speedup": 4.0 / raw, "repriced_ms": None,
+                "profiled_measured_ms": 6.0}
+
+    # The capture replays 4.0 ms against a 5.0 ms unprofiled baseline; the
+    # pass gives 4.4 ms with the network priced at zero, 6.4 ms with it, 6.0
+    # without its gap latency.
+    row = {"baseline": {"median_ms": 5.0}, "optimized": {"median_ms": 7.0}, "round_speedups": [0.7, 0.72],
+           "prediction": pred(6.4), "prediction_no_comm": pred(4.4), "prediction_no_gap": pred(6.0)}
+    run.finish(row)
+    # The quiet step scaled by 5/4, the 2.0 ms of communication added as it is.
+    assert row["predicted_ms"] == pytest.approx(5.0 * 4.4 / 4.0 + 2.0)
+    assert row["error_pct"] == pytest.approx(100 * (7.5 - 7.0) / 7.0)
+    assert row["predicted_speedup"] == pytest.approx(5.0 / 7.5)
+    # The ratio alone scales the communication too.
+    assert row["predicted_ratio_ms"] == pytest.approx(5.0 * 6.4 / 4.0)
+    assert row["error_ratio_pct"] == pytest.approx(100 * (8.0 - 7.0) / 7.0)
+    # A comparison prediction is carried over the same way, its own network added.
+    assert row["prediction_no_gap"]["predicted_ms"] == pytest.approx(5.5 + 1.6)
+    s = run.summary([{**row, "experiment": "data_parallel", "model": "mlp"}])
+    assert s["split_count"] == 1 and s["split_max_abs_error_pct"] == pytest.approx(100 * 0.5 / 7.0)
+    assert s["split_ratio_max_abs_error_pct"] == pytest.approx(100 * 1.0 / 7.0)
+    # finish again (run.py --from-json) gives the same row.
+    again = run.finish(dict(row))
+    assert again["predicted_ms"] == pytest.approx(row["predicted_ms"]) and again["noise_pct"] == row["noise_pct"]
+    # A row without the quiet prediction (every other pass): the ratio, nothing beside it.
+    other = {"baseline": {"median_ms": 5.0}, "optimized": {"median_ms": 4.0}, "round_speedups": [1.2, 1.3],
+             "prediction": pred(2.0)}
+    run.finish(other)
+    assert other["predicted_ms"] == pytest.approx(2.5) and "predicted_ratio_ms" not in other
+    assert "split_count" not in run.summary([{**other, "experiment": "amp", "model": "mlp"}])
+
+
 def test_finish_takes_a_tensor_fusion_speed_up_against_the_repriced_capture():
     run = load_run()
 
