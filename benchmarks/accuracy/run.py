@@ -715,7 +715,10 @@ def carried_ms(row: Dict[str, Any], pred: Dict[str, Any]) -> float:
     unprofiled baseline / the predicted speed-up (the ratio), but on a row
     with the step predicted with the network priced at zero
     (``prediction_no_comm``, data_parallel) that step by the ratio and what
-    the communication adds to it in ms (:func:`split`)."""
+    the communication adds to it in ms (:func:`split`). A comparison
+    prediction of such a row takes the same quiet step, so whatever it
+    changes (its network, or DDP's CPU work in ``prediction_synthetic_ddp``)
+    is carried in ms."""
     base = row["baseline"]["median_ms"]
     quiet = row.get("prediction_no_comm")
     if quiet:
