@@ -1759,6 +1759,11 @@ def measure_ddp_gap_latency(dist: Any, torch: Any, latency_us: float, bandwidth_
         "batches": sizes,
         "quiet_median_ms": {str(b): statistics.median(quiet_ms[float(b)]) for b in sizes},
         "median_ms": {str(b): statistics.median(real_ms[float(b)]) for b in sizes},
+        # Every timed step, per batch and kind, in the order run: the
+        # points above are medians of a mixture (a step meets a stall of
+        # gloo's or not), and its shape is in these.
+        "times_ms": {kind: {str(b): [round(t, 4) for t in by_batch[float(b)]] for b in sizes}
+                     for kind, by_batch in (("quiet", quiet_ms), ("real", real_ms), ("broadcast", broadcast_ms))},
     }
 
 

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import os
 import re
+import statistics
 from typing import Callable, Dict, List
 
 import pytest
@@ -87,6 +88,15 @@ def test_calibrate_network_measures_gloo_between_local_processes() -> None:
         net.median_ring()
     assert "broadcast_latency" not in net.options("tensor_fusion")
     assert set(net.ddp_gaps["straggler_ms"]) == {str(b) for b in net.ddp_gaps["batches"]}
+    # Every timed step kept, per kind and batch: the medians are theirs.
+    times = net.ddp_gaps["times_ms"]
+    assert set(times) == {"quiet", "real", "broadcast"}
+    for b in net.ddp_gaps["batches"]:
+        assert statistics.median(times["real"][str(b)]) == pytest.approx(net.ddp_gaps["median_ms"][str(b)], abs=1e-3)
+        assert statistics.median(times["quiet"][str(b)]) == pytest.approx(net.ddp_gaps["quiet_median_ms"][str(b)],
+                                                                          abs=1e-3)
+        assert statistics.median(times["broadcast"][str(b)]) == pytest.approx(
+            net.ddp_gaps["broadcast_median_ms"][str(b)], abs=1e-3)
     names = {o["name"] for p in daydream.passes() if p["name"] == "data_parallel" for o in p["options"]}
     assert set(net.options()) <= names
 
