@@ -715,7 +715,8 @@ def carried_ms(row: Dict[str, Any], pred: Dict[str, Any]) -> float:
     unprofiled baseline / the predicted speed-up (the ratio), but on a row
     with the step predicted with the network priced at zero
     (``prediction_no_comm``, data_parallel) that step by the ratio and what
-    the communication adds to it in ms (:func:`split`). A comparison
+    the communication adds to it in ms (the split; the ratio alone stays
+    beside it, :func:`ratio_beside_split`). A comparison
     prediction of such a row takes the same quiet step, so whatever it
     changes (its network, or DDP's CPU work in ``prediction_synthetic_ddp``)
     is carried in ms."""
@@ -761,7 +762,7 @@ def finish(row: Dict[str, Any]) -> Dict[str, Any]:
         row["error_replay_ratio_pct"] = 100.0 * (row["predicted_replay_ratio_ms"] - measured) / measured
         row["repriced_baseline_error_pct"] = 100.0 * (pred["repriced_ms"] - base) / base
     additive(row)
-    split(row)
+    ratio_beside_split(row)
     direct(row)
     for key in ALTERNATIVE_PREDICTIONS:
         alt = row.get(key)
@@ -840,16 +841,16 @@ def additive(row: Dict[str, Any]) -> None:
     row["error_additive_pct"] = 100.0 * (row["predicted_additive_ms"] - row["measured_ms"]) / row["measured_ms"]
 
 
-def split(row: Dict[str, Any]) -> None:
-    """data_parallel's headline carry-over (:func:`carried_ms`): its two
-    parts carried over each their own way, the step with the network priced
-    at zero (``prediction_no_comm``: the capture's compute, DDP's CPU work)
-    by the ratio, as the profiler slowed it, and what the communication adds
-    to it (the calibrated network, gap and broadcast latencies, measured
-    without the profiler, in ms) as it is: unprofiled baseline x quiet /
-    replayed + (predicted - quiet). The ratio alone, kept beside it as
-    ``predicted_ratio_ms``, scales the communication too by how far the
-    capture's replay is from the unprofiled step."""
+def ratio_beside_split(row: Dict[str, Any]) -> None:
+    """The ratio carry-over alone, beside data_parallel's headline split
+    (:func:`carried_ms`), as ``predicted_ratio_ms``: the split carries the
+    step with the network priced at zero (``prediction_no_comm``: the
+    capture's compute, DDP's CPU work) by the ratio, as the profiler slowed
+    it, and adds what the communication adds to it (the calibrated network,
+    gap and broadcast latencies, measured without the profiler) in ms:
+    unprofiled baseline x quiet / replayed + (predicted - quiet). The ratio
+    alone scales the communication too, by how far the capture's replay is
+    from the unprofiled step."""
     if not row.get("prediction_no_comm"):
         return
     row["predicted_ratio_ms"] = row["baseline"]["median_ms"] / model_speedup(row["prediction"])
