@@ -364,14 +364,14 @@ def stand_in_configs(rank: int, dist: Any, DDP: Any, adam: Any, model: Any, mode
     daydream.calibrate.measure_ddp_gap_latency's stand-in was chosen."""
     import torch  # noqa: PLC0415
 
-    from daydream.calibrate import batches_for_step_lengths, keep_bucket_hook  # noqa: PLC0415
+    from daydream.calibrate import _linear_stack, batches_for_step_lengths, keep_bucket_hook  # noqa: PLC0415
 
     nbytes = sum(p.numel() * p.element_size() for p in model.parameters())
     layers = max(1, round(nbytes / (64 * 65 * 4)))
 
-    def stack(n: int = layers) -> Any:
+    def stack(n: int = layers) -> Any:  # the DDP calibrations' model
         torch.manual_seed(0)
-        return torch.nn.Sequential(*[torch.nn.Linear(64, 64) for _ in range(n)])
+        return _linear_stack(torch, n)
 
     def median_ms(fn: Any, n: int = 15) -> float:
         fn()
